@@ -1,0 +1,29 @@
+/* cli.h: the minfer program's commands and the small helpers they share.
+ * Every command is `int cmd_NAME(int argc, char **argv)` where argv[0] is the command name; it
+ * returns the process exit code (0 ok, 1 failure, 2 usage error) and prints errors as one line. */
+#ifndef MF_CLI_H
+#define MF_CLI_H
+
+#include "core/core.h"
+
+#include <stdio.h>
+
+/* The command table: X(name, function, one-line help). Add a line per command. */
+#define MF_CLI_COMMANDS(X)                                                                         \
+
+#define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);
+MF_CLI_COMMANDS(MF_CLI_DECLARE)
+#undef MF_CLI_DECLARE
+
+/* Print "minfer: <msg>\n" to stderr. */
+void cli_error(const char *fmt, ...) MF_PRINTF(1, 2);
+/* Print the library's last error for a failed status: "minfer: <what>: <message>". */
+void cli_error_status(mf_status s, const char *what);
+/* Parse a whole decimal integer in [lo, hi]; on failure print an error naming flag and return false. */
+bool cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out);
+bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
+/* For option parsing: if argv[*i] equals flag, take the next argument as its value into *val.
+ * Returns 1 if matched, 0 if not, -1 (after printing an error) if the value is missing. */
+int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val);
+
+#endif /* MF_CLI_H */

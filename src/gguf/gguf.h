@@ -1,0 +1,146 @@
+/* gguf.h: GGUF v3 reader (mmap'd, zero-copy, split files) and streaming writer.
+ *
+ * Reader: mf_gguf_open maps the file read-only and validates everything in it against the file size
+ * before any use; a hostile file yields MF_ERR_FORMAT (or MF_ERR_UNSUPPORTED) with a message naming
+ * the key or tensor and the byte offset, never a crash. Opening part 1 of a split model
+ * (name-00001-of-0000N.gguf) maps every part; the result looks like the unsplit file: metadata from
+ * part 1, tensors from all parts, each tensor's data pointer inside its own part's mapping.
+ * A mf_gguf is read-only after open and may be shared between threads.
+ *
+ * Writer: collect metadata and tensor infos, then stream tensor data in order into a temporary file
+ * beside the output, which is renamed over the output only when complete (atomic). */
+#ifndef MF_GGUF_H
+#define MF_GGUF_H
+
+#include "core/core.h"
+#include "quant/quant.h"
+
+#define MF_GGUF_MAX_DIMS 4
+#define MF_GGUF_DEFAULT_ALIGNMENT 32
+
+typedef enum mf_gguf_vtype {
+    MF_GGUF_UINT8 = 0,
+    MF_GGUF_INT8 = 1,
+    MF_GGUF_UINT16 = 2,
+    MF_GGUF_INT16 = 3,
+    MF_GGUF_UINT32 = 4,
+    MF_GGUF_INT32 = 5,
+    MF_GGUF_FLOAT32 = 6,
+    MF_GGUF_BOOL = 7,
+    MF_GGUF_STRING = 8,
+    MF_GGUF_ARRAY = 9,
+    MF_GGUF_UINT64 = 10,
+    MF_GGUF_INT64 = 11,
+    MF_GGUF_FLOAT64 = 12,
+    MF_GGUF_VTYPE_COUNT
+} mf_gguf_vtype;
+
+/* A string inside the mapping: not NUL-terminated. */
+typedef struct mf_str {
+    const char *ptr;
+    uint64_t len;
+} mf_str;
+
+typedef struct mf_gguf_value mf_gguf_value;
+struct mf_gguf_value {
+    mf_gguf_vtype type;
+    union {
+        uint64_t u64;  /* UINT8..UINT64 (zero-extended) */
+        int64_t i64;   /* INT8..INT64 (sign-extended) */
+        double f64;    /* FLOAT32, FLOAT64 */
+        bool b;        /* BOOL */
+        mf_str str;    /* STRING */
+        struct {
+            mf_gguf_vtype type;        /* element type */
+            uint64_t n;                /* element count */
+            const void *data;          /* numeric/bool elements: packed little-endian, in the mapping */
+            const mf_str *strs;        /* STRING elements: n entries */
+            const mf_gguf_value *items;/* ARRAY elements (nested arrays): n entries of type ARRAY */
+        } arr;
+    };
+};
+
+typedef struct mf_gguf_kv {
+    const char *key; /* NUL-terminated copy */
+    mf_gguf_value value;
+    uint64_t file_offset; /* where the key/value pair starts in its file */
+} mf_gguf_kv;
+
+typedef struct mf_gguf_tensor {
+    const char *name;  /* NUL-terminated copy */
+    uint32_t n_dims;
+    int64_t ne[MF_GGUF_MAX_DIMS]; /* ne[0] is the row length (fastest varying); unused dims are 1 */
+    mf_type type;
+    uint64_t offset;   /* from the start of its part's data section */
+    uint64_t nbytes;
+    uint32_t part;     /* index of the split part holding the data (0 for single files) */
+    const void *data;  /* points into the read-only mapping */
+} mf_gguf_tensor;
+
+typedef struct mf_gguf mf_gguf;
+
+mf_status mf_gguf_open(const char *path, mf_gguf **out);
+void mf_gguf_free(mf_gguf *g);
+
+uint32_t mf_gguf_version(const mf_gguf *g);
+uint32_t mf_gguf_alignment(const mf_gguf *g);
+uint32_t mf_gguf_n_parts(const mf_gguf *g);
+const char *mf_gguf_part_path(const mf_gguf *g, uint32_t part);
+uint64_t mf_gguf_file_size(const mf_gguf *g); /* all parts together */
+
+int64_t mf_gguf_n_kv(const mf_gguf *g);
+const mf_gguf_kv *mf_gguf_kv_at(const mf_gguf *g, int64_t i);
+const mf_gguf_kv *mf_gguf_find_kv(const mf_gguf *g, const char *key); /* NULL if absent */
+const char *mf_gguf_vtype_name(mf_gguf_vtype t);
+
+/* Typed accessors. get_*: absent key -> MF_ERR_NOT_FOUND, other type -> MF_ERR_TYPE, both with a
+ * message naming the key, the expected and the actual type. find_*: absent key -> *out = def and
+ * MF_OK; present with another type -> MF_ERR_TYPE. Integer getters accept any integer value type
+ * whose value fits the requested type; float getters accept FLOAT32 and FLOAT64. */
+mf_status mf_gguf_get_u32(const mf_gguf *g, const char *key, uint32_t *out);
+mf_status mf_gguf_get_u64(const mf_gguf *g, const char *key, uint64_t *out);
+mf_status mf_gguf_get_i64(const mf_gguf *g, const char *key, int64_t *out);
+mf_status mf_gguf_get_f32(const mf_gguf *g, const char *key, float *out);
+mf_status mf_gguf_get_bool(const mf_gguf *g, const char *key, bool *out);
+mf_status mf_gguf_get_str(const mf_gguf *g, const char *key, mf_str *out);
+/* An array whose elements have type elem (MF_GGUF_VTYPE_COUNT: any element type). */
+mf_status mf_gguf_get_arr(const mf_gguf *g, const char *key, mf_gguf_vtype elem, const mf_gguf_value **out);
+mf_status mf_gguf_find_u32(const mf_gguf *g, const char *key, uint32_t *out, uint32_t def);
+mf_status mf_gguf_find_f32(const mf_gguf *g, const char *key, float *out, float def);
+mf_status mf_gguf_find_bool(const mf_gguf *g, const char *key, bool *out, bool def);
+/* String as a new NUL-terminated copy (caller frees); NULL and MF_OK in *out when absent. */
+mf_status mf_gguf_find_str_dup(const mf_gguf *g, const char *key, char **out);
+
+int64_t mf_gguf_n_tensors(const mf_gguf *g);
+const mf_gguf_tensor *mf_gguf_tensor_at(const mf_gguf *g, int64_t i);
+const mf_gguf_tensor *mf_gguf_find_tensor(const mf_gguf *g, const char *name); /* NULL if absent */
+
+/* ---- writer ---- */
+typedef struct mf_gguf_writer mf_gguf_writer;
+
+mf_status mf_gguf_writer_create(mf_gguf_writer **out);
+void mf_gguf_writer_free(mf_gguf_writer *w); /* removes the temporary file of an unfinished write */
+
+/* Metadata, in the order added; setting an existing key replaces its value in place. Values are
+ * copied (string and array contents too). */
+mf_status mf_gguf_writer_set_u32(mf_gguf_writer *w, const char *key, uint32_t v);
+mf_status mf_gguf_writer_set_i32(mf_gguf_writer *w, const char *key, int32_t v);
+mf_status mf_gguf_writer_set_u64(mf_gguf_writer *w, const char *key, uint64_t v);
+mf_status mf_gguf_writer_set_f32(mf_gguf_writer *w, const char *key, float v);
+mf_status mf_gguf_writer_set_bool(mf_gguf_writer *w, const char *key, bool v);
+mf_status mf_gguf_writer_set_str(mf_gguf_writer *w, const char *key, const char *v);
+/* Any value as read by the reader (including arrays of strings and nested arrays). */
+mf_status mf_gguf_writer_set_value(mf_gguf_writer *w, const char *key, const mf_gguf_value *v);
+mf_status mf_gguf_writer_remove(mf_gguf_writer *w, const char *key);
+
+/* Declare the next tensor; data is written later with write_tensor_data in the same order. */
+mf_status mf_gguf_writer_add_tensor(mf_gguf_writer *w, const char *name, mf_type type, uint32_t n_dims,
+                                    const int64_t *ne);
+/* Start writing to path (via a temporary file in the same directory): header, metadata, infos. */
+mf_status mf_gguf_writer_begin(mf_gguf_writer *w, const char *path);
+/* Data of tensor i (in declaration order, each exactly once, nbytes = its row size x rows). */
+mf_status mf_gguf_writer_write_tensor_data(mf_gguf_writer *w, int64_t i, const void *data, size_t nbytes);
+/* Flush, fsync and rename the temporary file over path. */
+mf_status mf_gguf_writer_finish(mf_gguf_writer *w);
+
+#endif /* MF_GGUF_H */

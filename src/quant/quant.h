@@ -1,0 +1,144 @@
+/* quant.h: the weight and activation formats minfer reads, defined once for C and CUDA.
+ *
+ * Type ids are GGML's on-disk ids (append-only). Each quantized format stores a row of n values as
+ * n / blck_size blocks; a block's layout is the struct below, little-endian, no padding. fp16 fields
+ * are IEEE half bit patterns (mf_fp16). The type-traits table gives, for every id, the block size,
+ * the bytes per block and, for formats minfer computes with, the reference (scalar) dequantize,
+ * quantize and dot-product functions. Fast SIMD kernels live elsewhere and are tested against these. */
+#ifndef MF_QUANT_H
+#define MF_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __CUDACC__
+#define MF_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#include <assert.h>
+#define MF_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+typedef enum mf_type {
+    MF_TYPE_F32 = 0,
+    MF_TYPE_F16 = 1,
+    MF_TYPE_Q4_0 = 2,
+    MF_TYPE_Q4_1 = 3,
+    MF_TYPE_Q5_0 = 6,
+    MF_TYPE_Q5_1 = 7,
+    MF_TYPE_Q8_0 = 8,
+    MF_TYPE_Q8_1 = 9,
+    MF_TYPE_Q2_K = 10,
+    MF_TYPE_Q3_K = 11,
+    MF_TYPE_Q4_K = 12,
+    MF_TYPE_Q5_K = 13,
+    MF_TYPE_Q6_K = 14,
+    MF_TYPE_Q8_K = 15,
+    MF_TYPE_IQ2_XXS = 16,
+    MF_TYPE_IQ2_XS = 17,
+    MF_TYPE_IQ3_XXS = 18,
+    MF_TYPE_IQ1_S = 19,
+    MF_TYPE_IQ4_NL = 20,
+    MF_TYPE_IQ3_S = 21,
+    MF_TYPE_IQ2_S = 22,
+    MF_TYPE_IQ4_XS = 23,
+    MF_TYPE_I8 = 24,
+    MF_TYPE_I16 = 25,
+    MF_TYPE_I32 = 26,
+    MF_TYPE_I64 = 27,
+    MF_TYPE_F64 = 28,
+    MF_TYPE_IQ1_M = 29,
+    MF_TYPE_BF16 = 30,
+    MF_TYPE_TQ1_0 = 34,
+    MF_TYPE_TQ2_0 = 35,
+    MF_TYPE_MXFP4 = 39,
+    MF_TYPE_COUNT = 40 /* one past the largest id; ids without a format have blck_size 0 */
+} mf_type;
+
+#define MF_QK4_0 32
+#define MF_QK4_1 32
+#define MF_QK5_0 32
+#define MF_QK5_1 32
+#define MF_QK8_0 32
+#define MF_QK8_1 32
+#define MF_QK_K 256
+#define MF_K_SCALE_SIZE 12
+
+/* x = (q - 8) * d, q = nibble. Element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j-16]. */
+typedef struct { uint16_t d; uint8_t qs[MF_QK4_0 / 2]; } mf_block_q4_0;
+/* x = q * d + m */
+typedef struct { uint16_t d, m; uint8_t qs[MF_QK4_1 / 2]; } mf_block_q4_1;
+/* x = (q - 16) * d; bit 4 of element j is bit j of qh (little-endian u32 stored as bytes). */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[MF_QK5_0 / 2]; } mf_block_q5_0;
+/* x = q * d + m */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[MF_QK5_1 / 2]; } mf_block_q5_1;
+/* x = q * d */
+typedef struct { uint16_t d; int8_t qs[MF_QK8_0]; } mf_block_q8_0;
+/* Activation format for Q4_1/Q5_1 dots: d, and s = d * sum(qs). */
+typedef struct { uint16_t d, s; int8_t qs[MF_QK8_1]; } mf_block_q8_1;
+
+/* 8 sub-blocks of 32 with 6-bit scales and mins packed in scales[12] (see mf_get_scale_min_k4).
+ * x = d * sc * q - dmin * m. qs: 4 chunks of 32 bytes; chunk c low nibbles = sub-block 2c,
+ * high nibbles = sub-block 2c+1. */
+typedef struct { uint16_t d, dmin; uint8_t scales[MF_K_SCALE_SIZE]; uint8_t qs[MF_QK_K / 2]; } mf_block_q4_K;
+/* As Q4_K plus a 5th bit: bit 4 of element l of sub-block s is bit s of qh[l % 32]. Unsigned q. */
+typedef struct { uint16_t d, dmin; uint8_t scales[MF_K_SCALE_SIZE]; uint8_t qh[MF_QK_K / 8]; uint8_t qs[MF_QK_K / 2]; } mf_block_q5_K;
+/* 16 groups of 16 with int8 scales; 6-bit q = low 4 bits in ql, high 2 bits in qh; x = d * sc * (q - 32). */
+typedef struct { uint8_t ql[MF_QK_K / 2]; uint8_t qh[MF_QK_K / 4]; int8_t scales[MF_QK_K / 16]; uint16_t d; } mf_block_q6_K;
+/* Activation format for K-quant dots: float d, int8 q, and sums of each group of 16 q. */
+typedef struct { float d; int8_t qs[MF_QK_K]; int16_t bsums[MF_QK_K / 16]; } mf_block_q8_K;
+
+MF_STATIC_ASSERT(sizeof(mf_block_q4_0) == 18, "q4_0 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q4_1) == 20, "q4_1 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q5_0) == 22, "q5_0 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q5_1) == 24, "q5_1 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q8_0) == 34, "q8_0 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q8_1) == 36, "q8_1 block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q4_K) == 144, "q4_K block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q5_K) == 176, "q5_K block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q6_K) == 210, "q6_K block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q8_K) == 292, "q8_K block size");
+
+#ifndef __CUDACC__
+
+/* Reference row functions. n is the number of values, a multiple of the type's block size.
+ * dequantize: blocks -> n floats. quantize: n floats -> blocks (the best-error quantizer we have,
+ * matching llama.cpp's reference quantizers in quality). vec_dot: sum over n of w[i] * a[i], where
+ * w is a row of this type and a a row of the type's activation format (traits.vec_dot_type). */
+typedef void (*mf_dequantize_fn)(const void *src, float *dst, int64_t n);
+typedef void (*mf_quantize_fn)(const float *src, void *dst, int64_t n);
+typedef float (*mf_vec_dot_fn)(int64_t n, const void *w, const void *a);
+
+typedef struct mf_type_traits {
+    const char *name;      /* "Q4_K", as llama.cpp names it; NULL for ids with no format */
+    int64_t blck_size;     /* values per block; 0 for ids with no format */
+    size_t type_size;      /* bytes per block */
+    bool is_quantized;
+    mf_dequantize_fn dequantize; /* NULL where minfer cannot compute with the type */
+    mf_quantize_fn quantize;
+    mf_vec_dot_fn vec_dot;       /* reference dot against vec_dot_type */
+    mf_type vec_dot_type;        /* activation format: Q8_0, Q8_1, Q8_K, or F32 for float weights */
+} mf_type_traits;
+
+/* Traits of a type id; for unknown ids returns a record with blck_size 0 and name NULL. */
+const mf_type_traits *mf_type_get_traits(uint32_t type);
+/* "Q4_K", or "type-N" text for ids without a name (static storage for known ones). */
+const char *mf_type_name(uint32_t type);
+/* Parse a name ("q4_k", "Q4_K", "f16", case-insensitive); returns false if unknown. */
+bool mf_type_from_name(const char *name, mf_type *out);
+/* Bytes for a row of n values; 0 if n is not a multiple of the block size or the type is unknown. */
+size_t mf_row_size(mf_type type, int64_t n);
+
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block. */
+static inline void mf_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+    }
+}
+
+#endif /* __CUDACC__ */
+#endif /* MF_QUANT_H */

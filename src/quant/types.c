@@ -1,0 +1,72 @@
+/* types.c: the type-traits table: block size, bytes per block and name of every GGML type id, and
+ * the reference functions for the formats minfer computes with (defined in quant.c). */
+#include "quant/quant.h"
+#include "core/core.h"
+
+#include <stdio.h>
+#include <strings.h>
+
+static const mf_type_traits traits[MF_TYPE_COUNT] = {
+    [MF_TYPE_F32] = {"F32", 1, 4, false},
+    [MF_TYPE_F16] = {"F16", 1, 2, false},
+    [MF_TYPE_Q4_0] = {"Q4_0", MF_QK4_0, sizeof(mf_block_q4_0), true},
+    [MF_TYPE_Q4_1] = {"Q4_1", MF_QK4_1, sizeof(mf_block_q4_1), true},
+    [MF_TYPE_Q5_0] = {"Q5_0", MF_QK5_0, sizeof(mf_block_q5_0), true},
+    [MF_TYPE_Q5_1] = {"Q5_1", MF_QK5_1, sizeof(mf_block_q5_1), true},
+    [MF_TYPE_Q8_0] = {"Q8_0", MF_QK8_0, sizeof(mf_block_q8_0), true},
+    [MF_TYPE_Q8_1] = {"Q8_1", MF_QK8_1, sizeof(mf_block_q8_1), true},
+    [MF_TYPE_Q2_K] = {"Q2_K", MF_QK_K, 84, true},
+    [MF_TYPE_Q3_K] = {"Q3_K", MF_QK_K, 110, true},
+    [MF_TYPE_Q4_K] = {"Q4_K", MF_QK_K, sizeof(mf_block_q4_K), true},
+    [MF_TYPE_Q5_K] = {"Q5_K", MF_QK_K, sizeof(mf_block_q5_K), true},
+    [MF_TYPE_Q6_K] = {"Q6_K", MF_QK_K, sizeof(mf_block_q6_K), true},
+    [MF_TYPE_Q8_K] = {"Q8_K", MF_QK_K, sizeof(mf_block_q8_K), true},
+    [MF_TYPE_IQ2_XXS] = {"IQ2_XXS", MF_QK_K, 66, true},
+    [MF_TYPE_IQ2_XS] = {"IQ2_XS", MF_QK_K, 74, true},
+    [MF_TYPE_IQ3_XXS] = {"IQ3_XXS", MF_QK_K, 98, true},
+    [MF_TYPE_IQ1_S] = {"IQ1_S", MF_QK_K, 50, true},
+    [MF_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18, true},
+    [MF_TYPE_IQ3_S] = {"IQ3_S", MF_QK_K, 110, true},
+    [MF_TYPE_IQ2_S] = {"IQ2_S", MF_QK_K, 82, true},
+    [MF_TYPE_IQ4_XS] = {"IQ4_XS", MF_QK_K, 136, true},
+    [MF_TYPE_I8] = {"I8", 1, 1, false},
+    [MF_TYPE_I16] = {"I16", 1, 2, false},
+    [MF_TYPE_I32] = {"I32", 1, 4, false},
+    [MF_TYPE_I64] = {"I64", 1, 8, false},
+    [MF_TYPE_F64] = {"F64", 1, 8, false},
+    [MF_TYPE_IQ1_M] = {"IQ1_M", MF_QK_K, 56, true},
+    [MF_TYPE_BF16] = {"BF16", 1, 2, false},
+    [MF_TYPE_TQ1_0] = {"TQ1_0", MF_QK_K, 54, true},
+    [MF_TYPE_TQ2_0] = {"TQ2_0", MF_QK_K, 66, true},
+    [MF_TYPE_MXFP4] = {"MXFP4", 32, 17, true},
+};
+
+static const mf_type_traits no_traits = {0};
+
+const mf_type_traits *mf_type_get_traits(uint32_t type) {
+    return type < MF_TYPE_COUNT && traits[type].blck_size ? &traits[type] : &no_traits;
+}
+
+const char *mf_type_name(uint32_t type) {
+    const mf_type_traits *t = mf_type_get_traits(type);
+    if (t->name) return t->name;
+    static _Thread_local char buf[32];
+    snprintf(buf, sizeof buf, "type-%u", type);
+    return buf;
+}
+
+bool mf_type_from_name(const char *name, mf_type *out) {
+    for (uint32_t i = 0; i < MF_TYPE_COUNT; i++) {
+        if (traits[i].name && !strcasecmp(traits[i].name, name)) {
+            *out = (mf_type)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t mf_row_size(mf_type type, int64_t n) {
+    const mf_type_traits *t = mf_type_get_traits(type);
+    if (!t->blck_size || n < 0 || n % t->blck_size) return 0;
+    return (size_t)(n / t->blck_size) * t->type_size;
+}
