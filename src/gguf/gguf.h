@@ -75,11 +75,16 @@ typedef struct mf_gguf_tensor {
     uint64_t nbytes;
     uint32_t part;     /* index of the split part holding the data (0 for single files) */
     const void *data;  /* points into the read-only mapping */
+    uint64_t info_offset; /* where the tensor's info record starts in its part's file */
 } mf_gguf_tensor;
 
 typedef struct mf_gguf mf_gguf;
 
 mf_status mf_gguf_open(const char *path, mf_gguf **out);
+/* Parse a GGUF image already in memory (size bytes at data, which must outlive the handle and stay
+ * unchanged); name labels error messages. Split keys are checked but other parts are not opened:
+ * the handle holds this image's own tensors. Used by tests and the fuzz target. */
+mf_status mf_gguf_open_memory(const void *data, size_t size, const char *name, mf_gguf **out);
 void mf_gguf_free(mf_gguf *g);
 
 uint32_t mf_gguf_version(const mf_gguf *g);
