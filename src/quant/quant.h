@@ -129,6 +129,18 @@ bool mf_type_from_name(const char *name, mf_type *out);
 /* Bytes for a row of n values; 0 if n is not a multiple of the block size or the type is unknown. */
 size_t mf_row_size(mf_type type, int64_t n);
 
+/* The quantizer that writes type's blocks in a model file, as llama-quantize does without an
+ * importance matrix: traits.quantize, except for Q8_0, whose traits.quantize is the activation
+ * quantizer (127 / amax multiplier, ties to even) while files use d = amax / 127 and q = round(x / d)
+ * with ties away from zero. NULL for types with no quantizer and for the activation-only Q8_1, Q8_K.
+ *
+ * Activation semantics of traits[Q8_0/Q8_1/Q8_K].quantize: per block of 32, d = amax / 127 (stored as
+ * fp16), q = nearest-even(x * (127 / amax)) saturated to int8, and for Q8_1 s = fp16(d * sum(q)) with the
+ * f32 d (llama.cpp's AVX2 quantize_row_q8_0/q8_1, which its x86 CPU backend runs). Q8_K (block 256):
+ * iscale = -127 / max (max = signed value of largest magnitude), q = min(127, nearest-even(iscale * x)),
+ * d = 1 / iscale as f32, bsums = sums of 16 q (llama.cpp's quantize_row_q8_K_ref, also used on x86). */
+mf_quantize_fn mf_quant_file_quantizer(mf_type type);
+
 /* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block. */
 static inline void mf_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
