@@ -10,6 +10,7 @@
 
 /* The command table: X(name, function, one-line help). Add a line per command. */
 #define MF_CLI_COMMANDS(X)                                                                         \
+    X("dump", cmd_dump, "dequantize a tensor to float32 (stats, or raw values with -o)")            \
 
 #define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);
 MF_CLI_COMMANDS(MF_CLI_DECLARE)
