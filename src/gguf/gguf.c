@@ -504,7 +504,7 @@ static mf_status load(mf_gguf *g, bool follow_splits) {
 
     uint64_t count, no, tcount;
     bool has_count, has_no, has_tcount;
-    const mf_gguf_part *part0 = &g->parts[0];
+    const mf_gguf_part *part0 = &g->parts[0]; /* re-read after the parts array grows */
     if ((s = split_key(part0, &p0, "split.count", &count, &has_count)) != MF_OK) return s;
     if ((s = split_key(part0, &p0, "split.no", &no, &has_no)) != MF_OK) return s;
     if ((s = split_key(part0, &p0, "split.tensors.count", &tcount, &has_tcount)) != MF_OK) return s;
@@ -529,6 +529,7 @@ static mf_status load(mf_gguf *g, bool follow_splits) {
             free(list);
             return s;
         }
+        part0 = &g->parts[0]; /* g->parts moved */
     }
     uint64_t total = 0;
     for (uint32_t i = 0; i < n_parts; i++) total += (uint64_t)list[i].n_tensors; /* each < 2^31 */
