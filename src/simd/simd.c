@@ -1,35 +1,182 @@
-/* simd.c: CPU feature detection and kernel dispatch. Until a SIMD kernel exists for a type, the
- * reference twin from the type-traits table is used. */
-#include "simd/simd.h"
+/* simd.c: CPU feature detection, the MINFER_ISA override and kernel dispatch. Each level's table is
+ * filled once (pthread_once) by the per-instruction-set files; where a level has no kernel for a
+ * type, the reference twin from the type-traits table is used. */
+#include "simd/simd_kernels.h"
+#include "core/core.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <strings.h>
 
 static mf_cpu_features features;
-static bool features_ready;
+static mf_simd_table tables[MF_SIMD_LEVEL_COUNT];
+static bool supported[MF_SIMD_LEVEL_COUNT];
+static mf_simd_level active = MF_SIMD_SCALAR;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static const char *const level_names[MF_SIMD_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
 static void detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     features.avx2 = __builtin_cpu_supports("avx2");
     features.fma = __builtin_cpu_supports("fma");
+    features.f16c = __builtin_cpu_supports("f16c");
+    features.bmi2 = __builtin_cpu_supports("bmi2");
     features.avx512f = __builtin_cpu_supports("avx512f");
     features.avx512bw = __builtin_cpu_supports("avx512bw");
+    features.avx512dq = __builtin_cpu_supports("avx512dq");
     features.avx512vl = __builtin_cpu_supports("avx512vl");
     features.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    features.avxvnni = __builtin_cpu_supports("avxvnni");
+    /* The kernel files are compiled with exactly these extensions (see CMakeLists.txt), so the
+     * compiler may use any of them anywhere in those files. */
+    supported[MF_SIMD_AVX2] = features.avx2 && features.fma && features.f16c && features.bmi2;
+    supported[MF_SIMD_AVX512] = supported[MF_SIMD_AVX2] && features.avx512f && features.avx512bw &&
+                                features.avx512dq && features.avx512vl && features.avx512vnni;
 #elif defined(__aarch64__)
     features.neon = true;
 #if defined(__ARM_FEATURE_DOTPROD)
     features.dotprod = true;
 #endif
+    supported[MF_SIMD_NEON] = features.neon && features.dotprod;
 #endif
-    features_ready = true;
+    supported[MF_SIMD_SCALAR] = true;
 }
 
+static void register_level(mf_simd_level level) {
+    mf_simd_table *t = &tables[level];
+#if defined(__x86_64__)
+    /* AVX-512 CPUs run the AVX2 kernels too: that level starts from them and replaces those it has. */
+    if (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) {
+        mf_simd_register_avx2(t);
+        mf_simd_register_avx2_k(t);
+        mf_simd_register_avx2_act(t);
+    }
+    if (level == MF_SIMD_AVX512) {
+        mf_simd_register_avx512(t);
+        mf_simd_register_avx512_k(t);
+        mf_simd_register_avx512_act(t);
+    }
+#elif defined(__aarch64__)
+    if (level == MF_SIMD_NEON) mf_simd_register_neon(t);
+#else
+    (void)t;
+#endif
+}
+
+static void init(void) {
+    detect();
+    for (int l = 1; l < MF_SIMD_LEVEL_COUNT; l++)
+        if (supported[l]) register_level((mf_simd_level)l);
+    for (int l = MF_SIMD_LEVEL_COUNT - 1; l >= 0; l--) {
+        if (supported[l]) {
+            active = (mf_simd_level)l;
+            break;
+        }
+    }
+    const char *env = getenv("MINFER_ISA");
+    if (env && *env) {
+        int want = -1;
+        for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)
+            if (!strcasecmp(env, level_names[l])) want = l;
+        if (want < 0) {
+            mf_log(MF_LOG_WARN, "MINFER_ISA='%s' is not a level (scalar, avx2, avx512, neon); using %s", env,
+                   level_names[active]);
+        } else if (!supported[want]) {
+            mf_log(MF_LOG_WARN, "MINFER_ISA=%s is not supported on this CPU or build; using %s", env,
+                   level_names[active]);
+        } else {
+            active = (mf_simd_level)want;
+        }
+    }
+}
+
+static void ensure_init(void) { pthread_once(&init_once, init); }
+
 const mf_cpu_features *mf_simd_cpu_features(void) {
-    if (!features_ready) detect();
+    ensure_init();
     return &features;
 }
 
-const char *mf_simd_isa_name(void) { return "scalar"; }
+const char *mf_simd_level_name(mf_simd_level level) {
+    return (unsigned)level < MF_SIMD_LEVEL_COUNT ? level_names[level] : "unknown";
+}
 
-mf_vec_dot_fn mf_simd_vec_dot(mf_type t) { return mf_type_get_traits(t)->vec_dot; }
+bool mf_simd_level_supported(mf_simd_level level) {
+    ensure_init();
+    return (unsigned)level < MF_SIMD_LEVEL_COUNT && supported[level];
+}
 
-mf_quantize_fn mf_simd_quantize_row(mf_type act_type) { return mf_type_get_traits(act_type)->quantize; }
+mf_simd_level mf_simd_active_level(void) {
+    ensure_init();
+    return active;
+}
+
+const char *mf_simd_isa_name(void) {
+    switch (mf_simd_active_level()) {
+    case MF_SIMD_AVX512: return "avx512-vnni";
+    case MF_SIMD_AVX2: return "avx2";
+    case MF_SIMD_NEON: return "neon-dotprod";
+    default: return "scalar";
+    }
+}
+
+/* The level's own kernel for weight type t, if it exists and expects the activation format the
+ * traits table names for t. */
+static mf_vec_dot_fn own_vec_dot(mf_simd_level level, mf_type t) {
+    if ((unsigned)t >= MF_TYPE_COUNT) return NULL;
+    const mf_simd_table *tab = &tables[level];
+    if (!tab->vec_dot[t] || tab->vec_dot_act[t] != mf_type_get_traits(t)->vec_dot_type) return NULL;
+    return tab->vec_dot[t];
+}
+
+bool mf_simd_has_vec_dot(mf_simd_level level, mf_type t) {
+    return mf_simd_level_supported(level) && own_vec_dot(level, t) != NULL;
+}
+
+mf_vec_dot_fn mf_simd_vec_dot_at(mf_simd_level level, mf_type t) {
+    if (!mf_simd_level_supported(level)) return NULL;
+    mf_vec_dot_fn f = own_vec_dot(level, t);
+    return f ? f : mf_type_get_traits(t)->vec_dot;
+}
+
+mf_quantize_fn mf_simd_quantize_row_at(mf_simd_level level, mf_type act_type) {
+    if (!mf_simd_level_supported(level)) return NULL;
+    if ((unsigned)act_type < MF_TYPE_COUNT && tables[level].quantize[act_type]) return tables[level].quantize[act_type];
+    return mf_type_get_traits(act_type)->quantize;
+}
+
+/* Reference tile functions: the traits' dot once per (row, column) pair. */
+#define MF_SIMD_REF_TYPES(X) X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) \
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+#define REF_GEMM(T)                                                                                  \
+    static float ref_dot_##T(int64_t n, const void *w, const void *a) {                              \
+        return mf_type_get_traits(MF_TYPE_##T)->vec_dot(n, w, a);                                    \
+    }                                                                                                \
+    MF_SIMD_GEMM_FROM_DOT(ref_gemm_##T, ref_dot_##T)
+MF_SIMD_REF_TYPES(REF_GEMM)
+
+static mf_gemm_fn ref_gemm(mf_type t) {
+    if (!mf_type_get_traits(t)->vec_dot) return NULL;
+    switch (t) {
+#define REF_CASE(T) case MF_TYPE_##T: return ref_gemm_##T;
+    MF_SIMD_REF_TYPES(REF_CASE)
+#undef REF_CASE
+    default: return NULL;
+    }
+}
+
+mf_gemm_fn mf_simd_gemm_at(mf_simd_level level, mf_type t) {
+    if (!mf_simd_level_supported(level)) return NULL;
+    if (own_vec_dot(level, t) && tables[level].gemm[t]) return tables[level].gemm[t];
+    return ref_gemm(t);
+}
+
+mf_vec_dot_fn mf_simd_vec_dot(mf_type t) { return mf_simd_vec_dot_at(mf_simd_active_level(), t); }
+
+mf_quantize_fn mf_simd_quantize_row(mf_type act_type) {
+    return mf_simd_quantize_row_at(mf_simd_active_level(), act_type);
+}
+
+mf_gemm_fn mf_simd_gemm(mf_type t) { return mf_simd_gemm_at(mf_simd_active_level(), t); }

@@ -1,7 +1,12 @@
 /* simd.h: run-time dispatch of the hot CPU kernels. Each entry point returns the fastest
  * implementation this CPU supports (chosen once, by CPU feature detection), falling back to the
  * scalar reference twin in the type-traits table. Callers fetch a function pointer once per op,
- * never inside an inner loop. */
+ * never inside an inner loop.
+ *
+ * Levels: scalar (the reference functions), avx2 (AVX2+FMA+F16C+BMI2), avx512 (AVX-512 F/BW/DQ/VL
+ * with VNNI), neon (arm64 with the dot-product extension). The environment variable
+ * MINFER_ISA=scalar|avx2|avx512|neon caps the level for the whole process (read once, at the first
+ * call); a level the CPU lacks falls back to the best one it has, with a warning. */
 #ifndef MF_SIMD_H
 #define MF_SIMD_H
 
@@ -9,17 +14,56 @@
 
 /* CPU features detected at startup. */
 typedef struct mf_cpu_features {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni; /* x86 */
-    bool neon, dotprod;                                                   /* arm64 */
+    bool avx2, fma, f16c, bmi2, avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avxvnni; /* x86 */
+    bool neon, dotprod;                                                                    /* arm64 */
 } mf_cpu_features;
+
+typedef enum mf_simd_level {
+    MF_SIMD_SCALAR = 0,
+    MF_SIMD_AVX2,
+    MF_SIMD_AVX512,
+    MF_SIMD_NEON,
+    MF_SIMD_LEVEL_COUNT
+} mf_simd_level;
 
 const mf_cpu_features *mf_simd_cpu_features(void);
 /* A short name of the instruction set in use: "avx512-vnni", "avx2", "neon-dotprod", "scalar". */
 const char *mf_simd_isa_name(void);
+/* "scalar", "avx2", "avx512", "neon": the spelling MINFER_ISA accepts. */
+const char *mf_simd_level_name(mf_simd_level level);
+/* True if this build has kernels for the level and this CPU can run them (scalar always). */
+bool mf_simd_level_supported(mf_simd_level level);
+/* The level in use: the best supported one, capped by MINFER_ISA. */
+mf_simd_level mf_simd_active_level(void);
 
-/* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type. */
+/* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type.
+ * NULL when the type has no reference dot either. */
 mf_vec_dot_fn mf_simd_vec_dot(mf_type t);
-/* Quantize an f32 activation row into act_type (Q8_0, Q8_1, Q8_K, F16, BF16). */
+/* Quantize an f32 activation row into act_type (Q8_0, Q8_1, Q8_K, F16, BF16); bit-identical to the
+ * reference activation quantizer of that type. NULL when there is none. */
 mf_quantize_fn mf_simd_quantize_row(mf_type act_type);
+
+/* Multi-row dot ("GEMM tile"), for prefill: reuses each loaded weight block across several
+ * activation rows.
+ *   w:   nr weight rows of type t, row r at (const char *)w + r * w_stride (bytes), n values each;
+ *   a:   nc activation rows of type vec_dot_type, row c at (const char *)a + c * a_stride (bytes);
+ *   out: out[c * out_stride + r] = dot(weight row r, activation row c)   (floats; token-major, as a
+ *        matmul output [tokens][features] is laid out).
+ * Any nr >= 1, nc >= 1 is valid; the kernel is fastest when nc is a multiple of MF_SIMD_GEMM_NC
+ * (it walks the weight row once per group of that many activation rows). Each result equals what
+ * mf_simd_vec_dot(t) gives for the same pair up to float summation order. Buffers must not overlap
+ * out. Never NULL for a type whose mf_simd_vec_dot is not NULL. */
+#define MF_SIMD_GEMM_NC 4
+typedef void (*mf_gemm_fn)(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,
+                           size_t a_stride, float *out, size_t out_stride);
+mf_gemm_fn mf_simd_gemm(mf_type t);
+
+/* The same entry points for a given level, for tests and benchmarks: NULL if the level is not
+ * supported here; otherwise that level's kernel, or the reference where the level has none. */
+mf_vec_dot_fn mf_simd_vec_dot_at(mf_simd_level level, mf_type t);
+mf_quantize_fn mf_simd_quantize_row_at(mf_simd_level level, mf_type act_type);
+mf_gemm_fn mf_simd_gemm_at(mf_simd_level level, mf_type t);
+/* True if the level has its own kernel (not the reference) for the weight type's dot. */
+bool mf_simd_has_vec_dot(mf_simd_level level, mf_type t);
 
 #endif /* MF_SIMD_H */

@@ -1,0 +1,144 @@
+/* dot_k_avx2.c: AVX2 dot products of the K-quant super-blocks (Q4_K, Q5_K, Q6_K; 256 values) against
+ * Q8_K activations, with their tile entries. Per super-block the integer part is exact (maddubs u8 x
+ * s8 -> i16 pairs, madd by the sub-block scale -> i32); the float part is one multiply per block:
+ *   Q4_K/Q5_K: d_a * (d * sum_s sc_s * sum(q a)_s - dmin * sum_s m_s * (bsums[2s] + bsums[2s+1]))
+ *   Q6_K:      d_a * d * (sum_g sc_g * sum(q a)_g - 32 * sum_g sc_g * bsums[g])   (q unsigned 0..63)
+ * Bounds: q <= 63, |a| <= 128, so a maddubs pair stays below 2^15 and every i32 sum below 2^31. */
+#include "simd/simd_kernels.h"
+#include "simd/x86_common.h"
+#include "simd/kquant_common.h"
+
+/* shuffle_epi8 masks that broadcast 16-bit element k of a 128-bit lane across the lane */
+static inline __m256i bcast16_mask(int k) { return _mm256_set1_epi16((short)((2 * k) | (2 * k + 1) << 8)); }
+
+/* Per chunk j (32 bytes of qs = sub-blocks 2j in the low nibbles, 2j+1 in the high ones) the dot
+ * with the 64 activation values a[64j .. 64j+63], weighted by the two 6-bit scales. */
+static inline __m256i k4_chunk(__m256i lo, __m256i hi, const int8_t *a, __m256i sc_lo, __m256i sc_hi) {
+    __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, mf_x86_load(a)), sc_lo);
+    __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, mf_x86_load(a + 32)), sc_hi);
+    return _mm256_add_epi32(pl, ph);
+}
+
+/* sum_s m_s * (bsums[2s] + bsums[2s+1]) as i32x4 partial sums. mins: 8 u8 mins in bytes 8..15. */
+static inline __m128i k4_mins_dot(__m128i scales_mins, const int16_t *bsums) {
+    __m128i b0 = _mm_loadu_si128((const __m128i *)bsums), b1 = _mm_loadu_si128((const __m128i *)(bsums + 8));
+    __m128i pairs = _mm_hadd_epi16(b0, b1); /* sub-block s = bsums[2s] + bsums[2s+1], s = 0..7 */
+    return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scales_mins, scales_mins)), pairs);
+}
+
+static float dot_q4_K_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_q4_K *w = vw;
+    const mf_block_q8_K *a = va;
+    const int64_t nb = n / MF_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = a[i].d * mf_x86_h2f(w[i].d), dmin = -a[i].d * mf_x86_h2f(w[i].dmin);
+        uint8_t sm[16];
+        mf_k4_unpack_scales(w[i].scales, sm);
+        const __m128i scales_mins = _mm_loadu_si128((const __m128i *)sm);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins_dot(scales_mins, a[i].bsums)), accm);
+        const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins)); /* sc0..7 as i16 */
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = mf_x86_load(w[i].qs + 32 * j);
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, a[i].qs + 64 * j, _mm256_shuffle_epi8(sc, bcast16_mask(2 * j)),
+                                                   _mm256_shuffle_epi8(sc, bcast16_mask(2 * j + 1))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return mf_x86_hsum8(acc) + _mm_cvtss_f32(accm);
+}
+
+/* Q5_K: the 5th bit of value l of sub-block s is bit s of qh[l]; shifting qh right by 2j brings
+ * sub-block 2j's bit to bit 0 and 2j+1's to bit 1 of each byte, then it moves to bit 4 (0x10). */
+static float dot_q5_K_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_q5_K *w = vw;
+    const mf_block_q8_K *a = va;
+    const int64_t nb = n / MF_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = a[i].d * mf_x86_h2f(w[i].d), dmin = -a[i].d * mf_x86_h2f(w[i].dmin);
+        uint8_t sm[16];
+        mf_k4_unpack_scales(w[i].scales, sm);
+        const __m128i scales_mins = _mm_loadu_si128((const __m128i *)sm);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins_dot(scales_mins, a[i].bsums)), accm);
+        const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
+        const __m256i qh = mf_x86_load(w[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = mf_x86_load(w[i].qs + 32 * j);
+            const __m256i h = _mm256_srli_epi16(qh, 2 * j);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), b4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 3), b4));
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, a[i].qs + 64 * j, _mm256_shuffle_epi8(sc, bcast16_mask(2 * j)),
+                                                   _mm256_shuffle_epi8(sc, bcast16_mask(2 * j + 1))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return mf_x86_hsum8(acc) + _mm_cvtss_f32(accm);
+}
+
+/* Q6_K: half h (values 128h..128h+127) takes ql[64h..], qh[32h..]; value 128h + 32k + l (l < 32) is
+ * (nibble of ql) | (2 bits of qh[l] at 2k) << 4, the low nibble of ql[l] for k = 0, of ql[l+32] for
+ * k = 1, the high nibbles for k = 2, 3. Its scale is scales[8h + 2k + l/16]: the low 128-bit lane of
+ * a 32-value maddubs result takes scale 8h+2k, the high lane 8h+2k+1. */
+static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_q6_K *w = vw;
+    const mf_block_q8_K *a = va;
+    const int64_t nb = n / MF_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    /* lane 0 broadcasts 16-bit element 2k, lane 1 element 2k+1 */
+    const __m256i pick[4] = {
+        _mm256_set_m128i(_mm_set1_epi16(0x0302), _mm_set1_epi16(0x0100)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0706), _mm_set1_epi16(0x0504)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0B0A), _mm_set1_epi16(0x0908)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0F0E), _mm_set1_epi16(0x0D0C)),
+    };
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = a[i].d * mf_x86_h2f(w[i].d);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales)); /* [sc0..7 | sc8..15] */
+        /* 32 * sum_g sc_g * bsums[g]: the -32 offset of every q, applied once per super-block */
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, mf_x86_load(a[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h;
+            const int8_t *y = a[i].qs + 128 * h;
+            const __m256i qh = mf_x86_load(w[i].qh + 32 * h);
+            const __m256i l0 = mf_x86_load(ql), l1 = mf_x86_load(ql + 32);
+            const __m256i sc = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            for (int k = 0; k < 4; k++) {
+                __m256i p = _mm256_maddubs_epi16(q[k], mf_x86_load(y + 32 * k));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, pick[k])));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return mf_x86_hsum8(acc);
+}
+
+MF_SIMD_GEMM_FROM_DOT(gemm_q4_K, dot_q4_K_q8_K)
+MF_SIMD_GEMM_FROM_DOT(gemm_q5_K, dot_q5_K_q8_K)
+MF_SIMD_GEMM_FROM_DOT(gemm_q6_K, dot_q6_K_q8_K)
+
+void mf_simd_register_avx2_k(mf_simd_table *t) {
+    MF_SIMD_SET_DOT(t, Q4_K, Q8_K, dot_q4_K_q8_K, gemm_q4_K);
+    MF_SIMD_SET_DOT(t, Q5_K, Q8_K, dot_q5_K_q8_K, gemm_q5_K);
+    MF_SIMD_SET_DOT(t, Q6_K, Q8_K, dot_q6_K_q8_K, gemm_q6_K);
+}

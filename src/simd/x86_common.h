@@ -1,0 +1,51 @@
+/* x86_common.h: small AVX2 helpers shared by the x86 kernel files (included only by files built
+ * with at least -mavx2 -mfma -mf16c): loads, half-float scalars, block unpacking, reductions. */
+#ifndef MF_X86_COMMON_H
+#define MF_X86_COMMON_H
+
+#include "core/core.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+static inline __m256i mf_x86_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* IEEE half -> float; exact for every value. */
+static inline float mf_x86_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline float mf_x86_hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+static inline int mf_x86_hsum8_i32(__m256i x) {
+    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(x, 1), _mm256_castsi256_si128(x));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes in block order: the low nibbles are values 0..15, the high
+ * nibbles values 16..31. */
+static inline __m256i mf_x86_nibbles32(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits (little-endian u32 as 4 bytes) -> 32 bytes, byte j = 0xFF if bit j is set, else 0.
+ * Byte j first gets a copy of source byte j/8 (shuffle within each 128-bit lane, which holds the
+ * whole u32), then is tested against the single bit j%8. */
+static inline __m256i mf_x86_bits32(const uint8_t *qh) {
+    uint32_t x;
+    memcpy(&x, qh, 4);
+    const __m256i pick = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202,
+                                            0x0303030303030303);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), pick);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
+
+#endif /* MF_X86_COMMON_H */

@@ -1,0 +1,273 @@
+/* test_simd.c: every SIMD kernel against its scalar reference twin, at every level this CPU runs:
+ * dots of each weight type on random blocks at every block-multiple length up to several blocks
+ * and on large rows (within a tight bound relative to sum |w_i a_i|: the integer sums are exact,
+ * only the float summation order differs), activation quantizers byte for byte (rounding ties, zero
+ * blocks, signed maxima, NaN and overflow for the float formats), the multi-row tile entry, and the
+ * MINFER_ISA override (in a child process, since the level is chosen once per process). */
+#include "test.h"
+#include "simd/simd.h"
+#include "core/core.h"
+
+#include <stdint.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float rndf(void) { return (float)rnd() / 2147483648.0f - 1.0f; } /* [-1, 1) */
+
+static const mf_type weight_types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0,
+                                       MF_TYPE_Q4_1, MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0,
+                                       MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
+static const mf_type act_types[] = {MF_TYPE_Q8_0, MF_TYPE_Q8_1, MF_TYPE_Q8_K, MF_TYPE_F16, MF_TYPE_BF16, MF_TYPE_F32};
+
+static uint16_t rnd_h(float scale) { return mf_f32_to_fp16(rndf() * scale); }
+
+/* A weight row of n values: random bytes everywhere (every nibble, high bit and packed scale
+ * pattern), then finite random fp16 block scales. */
+static void random_weights(mf_type t, void *dst, int64_t n) {
+    const size_t size = mf_row_size(t, n);
+    uint8_t *p = dst;
+    for (size_t i = 0; i < size; i++) p[i] = (uint8_t)rnd();
+    const int64_t nb = n / mf_type_get_traits(t)->blck_size;
+    for (int64_t i = 0; i < nb; i++) {
+        switch (t) {
+        case MF_TYPE_F32: ((float *)dst)[i] = rndf(); break;
+        case MF_TYPE_F16: ((uint16_t *)dst)[i] = rnd_h(1.0f); break;
+        case MF_TYPE_BF16: ((uint16_t *)dst)[i] = mf_f32_to_bf16(rndf()); break;
+        case MF_TYPE_Q4_0: ((mf_block_q4_0 *)dst)[i].d = rnd_h(0.1f); break;
+        case MF_TYPE_Q4_1: ((mf_block_q4_1 *)dst)[i].d = rnd_h(0.1f), ((mf_block_q4_1 *)dst)[i].m = rnd_h(1.0f); break;
+        case MF_TYPE_Q5_0: ((mf_block_q5_0 *)dst)[i].d = rnd_h(0.1f); break;
+        case MF_TYPE_Q5_1: ((mf_block_q5_1 *)dst)[i].d = rnd_h(0.1f), ((mf_block_q5_1 *)dst)[i].m = rnd_h(1.0f); break;
+        case MF_TYPE_Q8_0: ((mf_block_q8_0 *)dst)[i].d = rnd_h(0.01f); break;
+        case MF_TYPE_Q4_K: ((mf_block_q4_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q4_K *)dst)[i].dmin = rnd_h(0.01f); break;
+        case MF_TYPE_Q5_K: ((mf_block_q5_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q5_K *)dst)[i].dmin = rnd_h(0.01f); break;
+        case MF_TYPE_Q6_K: ((mf_block_q6_K *)dst)[i].d = rnd_h(0.01f); break;
+        default: break;
+        }
+    }
+}
+
+/* Activation floats: a random magnitude per 32 values (from 1e-3 to 1e2), some all-zero stretches. */
+static void random_acts(float *x, int64_t n) {
+    float scale = 1.0f;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 32 == 0) scale = (rnd() % 16 == 0) ? 0.0f : powf(10.0f, 5.0f * (float)(rnd() % 1000) / 1000.0f - 3.0f);
+        x[i] = rndf() * scale;
+    }
+}
+
+/* sum |w_i a_i| over the dequantized rows, in double: the scale of the float rounding error. */
+static double abs_dot(mf_type wt, const void *w, mf_type at, const void *a, int64_t n, float *tw, float *ta) {
+    mf_type_get_traits(wt)->dequantize(w, tw, n);
+    mf_type_get_traits(at)->dequantize(a, ta, n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)tw[i] * (double)ta[i]);
+    return s;
+}
+
+static bool close_enough(float got, float want, double bound) {
+    return fabs((double)got - (double)want) <= 2e-6 * bound + 1e-30 && got == got;
+}
+
+/* Lengths to test for a block size: every multiple up to 9 blocks, and large rows. */
+static int lengths(int64_t bs, int64_t *out) {
+    int k = 0;
+    if (bs == 1)
+        for (int64_t i = 1; i <= 80; i++) out[k++] = i;
+    else
+        for (int64_t i = 1; i <= 9; i++) out[k++] = i * bs;
+    out[k++] = 4096;
+    out[k++] = bs == 1 ? 4099 : 11008;
+    out[k++] = bs == 1 ? 14336 + 5 : 14336;
+    return k;
+}
+
+static void test_dots(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(weight_types); ti++) {
+        const mf_type t = weight_types[ti];
+        const mf_type_traits *tr = mf_type_get_traits(t);
+        const mf_type at = tr->vec_dot_type;
+        mf_vec_dot_fn ref = tr->vec_dot, dot = mf_simd_vec_dot_at(lv, t);
+        CHECKF(ref && dot, "%s: no dot at level %s", tr->name, mf_simd_level_name(lv));
+        if (!ref || !dot) continue;
+        if (lv != MF_SIMD_SCALAR) CHECKF(mf_simd_has_vec_dot(lv, t), "%s has no %s kernel", tr->name, mf_simd_level_name(lv));
+        int64_t ns[128];
+        const int nn = lengths(tr->blck_size, ns);
+        int bad = 0;
+        for (int k = 0; k < nn; k++) {
+            const int64_t n = ns[k];
+            if (n > max_n) continue;
+            for (int rep = 0; rep < 3; rep++) {
+                random_weights(t, w, n);
+                random_acts(x, n);
+                mf_type_get_traits(at)->quantize(x, a, n);
+                const float want = ref(n, w, a), got = dot(n, w, a);
+                const double bound = abs_dot(t, w, at, a, n, tw, ta);
+                if (!close_enough(got, want, bound) && bad++ < 3)
+                    CHECKF(0, "%s %s n=%lld: %.9g vs reference %.9g (sum|wa| %.4g)", mf_simd_level_name(lv), tr->name,
+                           (long long)n, got, want, bound);
+                test_checks++;
+            }
+        }
+    }
+}
+
+/* Float rows with the cases the rounding and the scale choice must agree on. */
+static void special_acts(int variant, float *x, int64_t n) {
+    random_acts(x, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        float *y = x + 32 * b;
+        switch ((b + variant) % 6) {
+        case 0: /* amax 127 gives multiplier 1 (Q8_0) and iscale +-1 (Q8_K): exact .5 ties */
+            for (int j = 0; j < 32; j++) y[j] = (float)((int)(rnd() % 254) - 127) + 0.5f;
+            y[rnd() % 32] = (b & 1) ? -127.0f : 127.0f;
+            break;
+        case 1: memset(y, 0, 32 * sizeof *y); break;
+        case 2: /* equal magnitudes of both signs: the first one decides the sign of Q8_K's scale */
+            y[3] = (b & 2) ? 5.0f : -5.0f;
+            y[9] = -y[3];
+            for (int j = 0; j < 32; j++)
+                if (j != 3 && j != 9) y[j] = rndf() * 4.0f;
+            break;
+        case 3: /* tiny and huge magnitudes */
+            for (int j = 0; j < 32; j++) y[j] = rndf() * ((b & 1) ? 1e-30f : 3e5f);
+            break;
+        default: break;
+        }
+    }
+}
+
+static void test_quantizers(mf_simd_level lv, int64_t max_n, uint8_t *o1, uint8_t *o2, float *x) {
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(act_types); ti++) {
+        const mf_type t = act_types[ti];
+        const mf_type_traits *tr = mf_type_get_traits(t);
+        mf_quantize_fn ref = tr->quantize, q = mf_simd_quantize_row_at(lv, t);
+        CHECKF(ref && q, "%s: no quantizer at level %s", tr->name, mf_simd_level_name(lv));
+        if (!ref || !q) continue;
+        int64_t ns[128];
+        const int nn = lengths(tr->blck_size, ns);
+        int bad = 0;
+        for (int k = 0; k < nn; k++) {
+            const int64_t n = ns[k];
+            if (n > max_n) continue;
+            for (int variant = 0; variant < 6; variant++) {
+                special_acts(variant, x, n);
+                if (tr->blck_size == 1 && variant == 5 && n >= 8) { /* float formats: NaN, inf, overflow, subnormal */
+                    const uint32_t nan_payload = 0x7f8001a5u, neg_qnan = 0xffc00000u;
+                    memcpy(&x[0], &nan_payload, 4);
+                    memcpy(&x[n - 1], &neg_qnan, 4);
+                    x[1] = 65520.0f, x[2] = -65519.0f, x[3] = 1e-7f, x[4] = -3e-41f, x[5] = INFINITY;
+                    x[6] = 3.4e38f, x[7] = 5.9604645e-8f * 0.5f;
+                }
+                const size_t size = mf_row_size(t, n);
+                memset(o1, 0xA5, size + 16);
+                memset(o2, 0xA5, size + 16);
+                ref(x, o1, n);
+                q(x, o2, n);
+                if (memcmp(o1, o2, size + 16) && bad++ < 3) {
+                    size_t at = 0;
+                    while (o1[at] == o2[at]) at++;
+                    CHECKF(0, "%s quantize %s n=%lld variant %d: byte %zu of %zu differs (%02x vs reference %02x)",
+                           mf_simd_level_name(lv), tr->name, (long long)n, variant, at, size, o2[at], o1[at]);
+                }
+                test_checks++;
+            }
+        }
+    }
+}
+
+/* The tile entry: every (row, column) result equals the level's single dot; nothing else written. */
+static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
+    enum { NR = 3, PAD = 2 };
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(weight_types); ti++) {
+        const mf_type t = weight_types[ti];
+        const mf_type_traits *tr = mf_type_get_traits(t);
+        const mf_type at = tr->vec_dot_type;
+        mf_gemm_fn gemm = mf_simd_gemm_at(lv, t);
+        mf_vec_dot_fn dot = mf_simd_vec_dot_at(lv, t);
+        CHECKF(gemm != NULL, "%s: no tile kernel at %s", tr->name, mf_simd_level_name(lv));
+        if (!gemm || !dot) continue;
+        const int64_t n = tr->blck_size == 1 ? 100 : 3 * MF_QK_K;
+        const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(at, n) + 40;
+        for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
+        const int ncs[] = {1, 2, 3, 4, 5, 7, 9};
+        for (size_t ci = 0; ci < MF_ARRAY_LEN(ncs); ci++) {
+            const int nc = ncs[ci];
+            for (int c = 0; c < nc; c++) {
+                random_acts(x, n);
+                mf_type_get_traits(at)->quantize(x, a + c * as, n);
+            }
+            float out[9 * (NR + PAD)];
+            for (size_t k = 0; k < MF_ARRAY_LEN(out); k++) out[k] = -12345.0f;
+            gemm(n, NR, nc, w, ws, a, as, out, NR + PAD);
+            int bad = 0;
+            for (int c = 0; c < 9; c++)
+                for (int r = 0; r < NR + PAD; r++) {
+                    const float got = out[c * (NR + PAD) + r];
+                    if (c >= nc || r >= NR) {
+                        if (got != -12345.0f) bad++;
+                        continue;
+                    }
+                    const float want = dot(n, w + r * ws, a + c * as);
+                    if (!close_enough(got, want, abs_dot(t, w + r * ws, at, a + c * as, n, tw, ta))) bad++;
+                }
+            CHECKF(bad == 0, "%s tile %s nc=%d: %d wrong entries", mf_simd_level_name(lv), tr->name, nc, bad);
+        }
+    }
+}
+
+/* MINFER_ISA in a child process (the level is chosen once per process). */
+static void test_isa_override(const char *self) {
+    mf_simd_level best = MF_SIMD_SCALAR;
+    for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)
+        if (mf_simd_level_supported((mf_simd_level)l)) best = (mf_simd_level)l;
+    CHECK(mf_simd_active_level() == best || getenv("MINFER_ISA"));
+    const char *asks[] = {"scalar", "avx2", "avx512", "neon", "bogus"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(asks); i++) {
+        mf_simd_level want = best;
+        for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)
+            if (!strcmp(asks[i], mf_simd_level_name((mf_simd_level)l)) && mf_simd_level_supported((mf_simd_level)l))
+                want = (mf_simd_level)l;
+        char cmd[4200], got[64] = "";
+        snprintf(cmd, sizeof cmd, "MINFER_ISA=%s MINFER_LOG=error '%s' --print-level", asks[i], self);
+        FILE *p = popen(cmd, "r");
+        CHECK(p != NULL);
+        if (!p) continue;
+        if (!fgets(got, sizeof got, p)) got[0] = 0;
+        pclose(p);
+        got[strcspn(got, "\n")] = 0;
+        CHECKF(!strcmp(got, mf_simd_level_name(want)), "MINFER_ISA=%s: child uses '%s', want '%s'", asks[i], got,
+               mf_simd_level_name(want));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--print-level")) {
+        printf("%s\n", mf_simd_level_name(mf_simd_active_level()));
+        return 0;
+    }
+    const bool sanitized = getenv("MINFER_SANITIZED") != NULL;
+    const int64_t max_n = sanitized ? 4096 : 14336 + 5;
+    const size_t cap = (size_t)max_n * 4 + 4096;
+    uint8_t *w = malloc(cap), *a = malloc(cap), *o = malloc(cap);
+    float *x = malloc(cap), *tw = malloc(cap), *ta = malloc(cap);
+    CHECK(w && a && o && x && tw && ta);
+    if (!(w && a && o && x && tw && ta)) return test_summary("test_simd");
+
+    printf("cpu level: %s (%s)\n", mf_simd_level_name(mf_simd_active_level()), mf_simd_isa_name());
+    for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++) {
+        const mf_simd_level lv = (mf_simd_level)l;
+        if (!mf_simd_level_supported(lv)) continue;
+        printf("testing level %s\n", mf_simd_level_name(lv));
+        test_dots(lv, max_n, w, a, x, tw, ta);
+        test_quantizers(lv, max_n, a, o, x);
+        test_gemm(lv, w, a, x, tw, ta);
+    }
+    test_isa_override(argv[0]);
+    free(w), free(a), free(o), free(x), free(tw), free(ta);
+    return test_summary("test_simd");
+}
