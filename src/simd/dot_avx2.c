@@ -183,13 +183,11 @@ static void tile_q8_0(int64_t n, const mf_block_q8_0 *w, const char *a, size_t a
 #define TILE_GEMM(name, tile, wtype)                                                                  \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
-        for (int c0 = 0; c0 < nc; c0 += NC) {                                                         \
-            int cn = MF_MIN(NC, nc - c0);                                                             \
-            for (int r = 0; r < nr; r++)                                                              \
+        for (int r = 0; r < nr; r++)                                                                  \
+            for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
                 tile(n, (const wtype *)((const char *)w + (size_t)r * w_stride),                      \
-                     (const char *)a + (size_t)c0 * a_stride, a_stride, cn,                           \
+                     (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),          \
                      out + (size_t)c0 * out_stride + (size_t)r, out_stride);                          \
-        }                                                                                             \
     }
 TILE_GEMM(gemm_q4_0, tile_q4_0, mf_block_q4_0)
 TILE_GEMM(gemm_q8_0, tile_q8_0, mf_block_q8_0)

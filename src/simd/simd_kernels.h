@@ -27,12 +27,13 @@ void mf_simd_register_avx512_act(mf_simd_table *t);
 void mf_simd_register_neon(mf_simd_table *t);
 
 /* Defines `static void name(...)`, an mf_gemm_fn that calls the dot `dot` once per (row, column)
- * pair: the tile entry for types without a dedicated multi-row kernel. */
+ * pair, row by row so each weight row is still in cache for its columns: the tile entry for types
+ * without a dedicated multi-row kernel. */
 #define MF_SIMD_GEMM_FROM_DOT(name, dot)                                                           \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,     \
                      size_t a_stride, float *out, size_t out_stride) {                             \
-        for (int c = 0; c < nc; c++)                                                               \
-            for (int r = 0; r < nr; r++)                                                           \
+        for (int r = 0; r < nr; r++)                                                               \
+            for (int c = 0; c < nc; c++)                                                           \
                 out[(size_t)c * out_stride + (size_t)r] =                                          \
                     dot(n, (const char *)w + (size_t)r * w_stride, (const char *)a + (size_t)c * a_stride); \
     }
