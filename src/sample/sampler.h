@@ -1,0 +1,164 @@
+/* sampler.h: the token sampler: a chain of stages with llama.cpp's names, semantics and defaults
+ * (logit bias, repetition/frequency/presence penalties, DRY, top-n-sigma, top-k, locally typical,
+ * top-p, min-p, XTC, temperature, Mirostat v1/v2) followed by a seeded draw.
+ *
+ * One mf_sampler belongs to one sequence (one request of the server, one `minfer run`): it holds the
+ * token history the penalties and DRY look at, Mirostat's running target and the random generator.
+ * It is not thread-safe; give each thread or request its own. Every buffer is allocated by
+ * mf_sampler_create, so sampling a token allocates nothing.
+ *
+ * Use:
+ *   mf_sampler_params p = mf_sampler_default_params();   // then change fields
+ *   mf_sampler_vocab v = {.n_vocab = n, .n_ctx = ctx, .piece = fn, .user = tok, .eog = ids, .n_eog = k};
+ *   mf_sampler *s;  if (mf_sampler_create(&p, &v, &s)) -> error in mf_last_error()
+ *   for each prompt token t: mf_sampler_accept(s, t);      // penalties and DRY see the prompt tail
+ *   loop: mf_sampler_sample(s, logits, &tok); mf_sampler_accept(s, tok); ...
+ *   mf_sampler_free(s);
+ */
+#ifndef MF_SAMPLER_H
+#define MF_SAMPLER_H
+
+#include "minfer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The stages that --samplers can order. Append-only. Logit bias is not listed: it always runs first,
+ * as in llama.cpp. With Mirostat on, the chain is fixed: logit bias, temperature, Mirostat. */
+typedef enum mf_sampler_stage {
+    MF_STAGE_PENALTIES,   /* "penalties", letter 'e' */
+    MF_STAGE_DRY,         /* "dry", 'd' */
+    MF_STAGE_TOP_N_SIGMA, /* "top_n_sigma", 's' */
+    MF_STAGE_TOP_K,       /* "top_k", 'k' */
+    MF_STAGE_TYPICAL,     /* "typ_p", 'y' */
+    MF_STAGE_TOP_P,       /* "top_p", 'p' */
+    MF_STAGE_MIN_P,       /* "min_p", 'm' */
+    MF_STAGE_XTC,         /* "xtc", 'x' */
+    MF_STAGE_TEMPERATURE, /* "temperature", 't' */
+    MF_STAGE_COUNT
+} mf_sampler_stage;
+
+#define MF_SAMPLER_MAX_STAGES 32
+/* seed value that asks for a random seed (llama.cpp's LLAMA_DEFAULT_SEED); see mf_sampler_seed. */
+#define MF_SAMPLER_SEED_RANDOM 0xFFFFFFFFu
+/* The default DRY sequence breakers: "\n", ":", "\"", "*". */
+extern const char *const mf_sampler_default_breakers[4];
+
+/* A bias added to one token's logit. When text is not NULL the bias applies to every token whose
+ * piece text (mf_sampler_vocab.piece) equals it byte for byte, and token is ignored. */
+typedef struct mf_logit_bias {
+    int32_t token;
+    float bias; /* -INFINITY bans the token */
+    const char *text;
+} mf_logit_bias;
+
+typedef struct mf_sampler_params {
+    uint32_t seed; /* MF_SAMPLER_SEED_RANDOM: pick one at creation (read it with mf_sampler_seed) */
+    int32_t top_k;       /* 40; <= 0 disables */
+    float top_p;         /* 0.95; >= 1 disables */
+    float min_p;         /* 0.05; <= 0 disables */
+    float typ_p;         /* 1.0 = disabled */
+    float top_n_sigma;   /* -1; <= 0 disables */
+    float temp;          /* 0.8; <= 0 keeps only the most likely token (greedy) */
+    float xtc_probability; /* 0 = disabled */
+    float xtc_threshold;   /* 0.1; > 0.5 disables */
+    int32_t min_keep;      /* 0; top-p, min-p, typical and XTC keep at least this many tokens */
+    int32_t penalty_last_n; /* 64; 0 disables, -1 = context size (mf_sampler_vocab.n_ctx) */
+    float penalty_repeat;   /* 1.0 = disabled */
+    float penalty_freq;     /* 0.0 = disabled */
+    float penalty_present;  /* 0.0 = disabled */
+    float dry_multiplier;   /* 0.0 = disabled */
+    float dry_base;         /* 1.75; < 1 disables */
+    int32_t dry_allowed_length; /* 2 */
+    int32_t dry_penalty_last_n; /* -1 = context size; 0 disables */
+    const char *const *dry_breakers; /* default: mf_sampler_default_breakers; copied at creation */
+    size_t n_dry_breakers;
+    int32_t mirostat;     /* 0 = off, 1 = Mirostat, 2 = Mirostat 2.0 */
+    float mirostat_tau;   /* 5.0, target surprise (entropy) in bits */
+    float mirostat_eta;   /* 0.1, learning rate */
+    bool ignore_eos;      /* ban every end-of-generation token (mf_sampler_vocab.eog) */
+    const mf_logit_bias *logit_bias; /* copied at creation */
+    size_t n_logit_bias;
+    mf_sampler_stage stages[MF_SAMPLER_MAX_STAGES]; /* the chain order after logit bias */
+    size_t n_stages;
+} mf_sampler_params;
+
+/* What the sampler needs to know about the model. piece may be NULL when neither DRY nor logit
+ * bias by text is used; it returns the bytes of one token as the detokenizer prints it (special
+ * tokens with their text), valid until the next call, and sets *len. */
+typedef struct mf_sampler_vocab {
+    int32_t n_vocab; /* number of logits per token */
+    int32_t n_ctx;   /* context size, resolves penalty_last_n = -1 and dry_penalty_last_n = -1 */
+    const char *(*piece)(void *user, int32_t token, size_t *len);
+    void *user;
+    const int32_t *eog; /* end-of-generation tokens, for ignore_eos; may be NULL */
+    size_t n_eog;
+} mf_sampler_vocab;
+
+/* One surviving token: its logit after every stage and its final probability. */
+typedef struct mf_sampler_candidate {
+    int32_t id;
+    float logit;
+    float p;
+} mf_sampler_candidate;
+
+typedef struct mf_sampler mf_sampler;
+
+/* llama.cpp's defaults: top-k 40, top-p 0.95, min-p 0.05, temperature 0.8, penalties neutral over
+ * the last 64 tokens, DRY off (base 1.75, allowed length 2, last n -1, the default breakers), XTC
+ * off (threshold 0.1), Mirostat off (tau 5, eta 0.1), random seed, and the order
+ * penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature. */
+mf_sampler_params mf_sampler_default_params(void);
+
+/* Check every field; MF_ERR_ARG naming the field, the bad value and the valid range. */
+mf_status mf_sampler_params_check(const mf_sampler_params *p);
+
+/* Create a sampler; *out is NULL on failure. Fails with MF_ERR_ARG for bad parameters,
+ * MF_ERR_NOT_FOUND for a logit-bias text that no token has, MF_ERR_RANGE for a token id outside the
+ * vocabulary, MF_ERR_NOMEM. The params' arrays are copied; the vocab's piece callback is called only
+ * during creation. */
+mf_status mf_sampler_create(const mf_sampler_params *p, const mf_sampler_vocab *v, mf_sampler **out);
+void mf_sampler_free(mf_sampler *s);
+
+/* Run the chain on logits[n_vocab] (not modified) and draw a token. Does not accept the token: call
+ * mf_sampler_accept with what the sequence really continues with. Fails with MF_ERR_RANGE when no
+ * token has a finite logit after the chain (all -inf or NaN; NaN logits count as -inf). */
+mf_status mf_sampler_sample(mf_sampler *s, const float *logits, int32_t *token);
+
+/* Run the chain without drawing and return the final distribution: the surviving tokens with their
+ * logits and probabilities (summing to 1), valid until the next call on s. Mirostat's truncation is
+ * included, its update is not. For tests, the server's probabilities and inspection. An XTC stage
+ * still consumes its random number. */
+mf_status mf_sampler_dist(mf_sampler *s, const float *logits, const mf_sampler_candidate **cands,
+                          size_t *n);
+
+/* Add a token to the history (prompt tokens first, then each generated token). MF_ERR_RANGE for an
+ * id outside [0, n_vocab). */
+mf_status mf_sampler_accept(mf_sampler *s, int32_t token);
+
+/* Forget the history, restore Mirostat's mu = 2*tau and restart the random stream from the seed. */
+void mf_sampler_reset(mf_sampler *s);
+
+/* The seed in use: the given one, or the one picked for MF_SAMPLER_SEED_RANDOM. */
+uint32_t mf_sampler_seed(const mf_sampler *s);
+
+/* Stage names for --samplers: canonical "top_k" and llama.cpp's alternates ("top-k", "nucleus",
+ * "typical", "temp", ...). Returns MF_STAGE_COUNT when unknown. */
+mf_sampler_stage mf_sampler_stage_from_name(const char *name, size_t len);
+const char *mf_sampler_stage_name(mf_sampler_stage st);
+/* One-letter form ("edskypmxt"); MF_STAGE_COUNT when unknown. */
+mf_sampler_stage mf_sampler_stage_from_char(char c);
+char mf_sampler_stage_char(mf_sampler_stage st);
+
+/* Parse "penalties;dry;top_k" (separators ';' or ',') into p->stages. MF_ERR_ARG names an unknown
+ * stage and lists the valid names; p is unchanged on failure. */
+mf_status mf_sampler_parse_stages(mf_sampler_params *p, const char *names);
+/* Parse llama.cpp's letter form "edskypmxt". */
+mf_status mf_sampler_parse_stage_chars(mf_sampler_params *p, const char *chars);
+
+/* Describe the chain in one line, e.g. "logits -> top_k(40) -> top_p(0.95) -> ... -> dist", for
+ * the run command's log. Writes at most size bytes (NUL-terminated). */
+void mf_sampler_describe(const mf_sampler *s, char *buf, size_t size);
+
+#endif /* MF_SAMPLER_H */
