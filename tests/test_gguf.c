@@ -8,36 +8,6 @@
 #include <dirent.h>
 #include <stdint.h>
 
-static bool value_equal(const mf_gguf_value *a, const mf_gguf_value *b) {
-    if (a->type != b->type) return false;
-    switch (a->type) {
-    case MF_GGUF_STRING: return a->str.len == b->str.len && !memcmp(a->str.ptr, b->str.ptr, a->str.len);
-    case MF_GGUF_BOOL: return a->b == b->b;
-    case MF_GGUF_FLOAT32:
-    case MF_GGUF_FLOAT64: return !memcmp(&a->f64, &b->f64, sizeof a->f64);
-    case MF_GGUF_ARRAY: {
-        if (a->arr.type != b->arr.type || a->arr.n != b->arr.n) return false;
-        for (uint64_t i = 0; i < a->arr.n; i++) {
-            if (a->arr.type == MF_GGUF_STRING) {
-                if (a->arr.strs[i].len != b->arr.strs[i].len || memcmp(a->arr.strs[i].ptr, b->arr.strs[i].ptr, a->arr.strs[i].len))
-                    return false;
-            } else if (a->arr.type == MF_GGUF_ARRAY) {
-                if (!value_equal(&a->arr.items[i], &b->arr.items[i])) return false;
-            }
-        }
-        if (a->arr.type != MF_GGUF_STRING && a->arr.type != MF_GGUF_ARRAY) {
-            size_t es = a->arr.type == MF_GGUF_UINT8 || a->arr.type == MF_GGUF_INT8 || a->arr.type == MF_GGUF_BOOL ? 1
-                      : a->arr.type == MF_GGUF_UINT16 || a->arr.type == MF_GGUF_INT16                             ? 2
-                      : a->arr.type >= MF_GGUF_UINT64                                                             ? 8
-                                                                                                                  : 4;
-            return !memcmp(a->arr.data, b->arr.data, es * a->arr.n);
-        }
-        return true;
-    }
-    default: return a->u64 == b->u64;
-    }
-}
-
 /* Invariants every well-formed file has: names index back to themselves, data inside the file,
  * sizes consistent with type and shape. */
 static void check_model(const char *path, const mf_gguf *g) {
@@ -162,7 +132,7 @@ static void test_split_equals_unsplit(void) {
     CHECK(parts_used[0] && parts_used[1] && parts_used[2]);
     for (int64_t i = 0; i < mf_gguf_n_kv(a); i++) {
         const mf_gguf_kv *ka = mf_gguf_kv_at(a, i), *kb = mf_gguf_find_kv(b, ka->key);
-        CHECKF(kb && value_equal(&ka->value, &kb->value), "metadata %s differs", ka->key);
+        CHECKF(kb && mf_gguf_value_equal(&ka->value, &kb->value), "metadata %s differs", ka->key);
     }
 done:
     mf_gguf_free(a);

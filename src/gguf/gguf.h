@@ -97,6 +97,8 @@ int64_t mf_gguf_n_kv(const mf_gguf *g);
 const mf_gguf_kv *mf_gguf_kv_at(const mf_gguf *g, int64_t i);
 const mf_gguf_kv *mf_gguf_find_kv(const mf_gguf *g, const char *key); /* NULL if absent */
 const char *mf_gguf_vtype_name(mf_gguf_vtype t);
+/* Same type and contents (strings and arrays compared element by element, floats bit by bit). */
+bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b);
 
 /* Typed accessors. get_*: absent key -> MF_ERR_NOT_FOUND, other type -> MF_ERR_TYPE, both with a
  * message naming the key, the expected and the actual type. find_*: absent key -> *out = def and
@@ -145,7 +147,11 @@ mf_status mf_gguf_writer_add_tensor(mf_gguf_writer *w, const char *name, mf_type
 mf_status mf_gguf_writer_begin(mf_gguf_writer *w, const char *path);
 /* Data of tensor i (in declaration order, each exactly once, nbytes = its row size x rows). */
 mf_status mf_gguf_writer_write_tensor_data(mf_gguf_writer *w, int64_t i, const void *data, size_t nbytes);
-/* Flush, fsync and rename the temporary file over path. */
+/* Flush, fsync and rename the temporary file over path. After any failed begin/write/finish the
+ * temporary file is gone and the writer only accepts mf_gguf_writer_free. */
 mf_status mf_gguf_writer_finish(mf_gguf_writer *w);
+/* Unlink the temporary files of every write in progress. Async-signal-safe: a program calls it from
+ * its SIGINT/SIGTERM handler so an interrupted run leaves nothing behind (up to 16 writers at once). */
+void mf_gguf_writer_remove_temp_files(void);
 
 #endif /* MF_GGUF_H */

@@ -37,6 +37,37 @@ bool mf_gguf_value_as_i64(const mf_gguf_value *v, int64_t *out) {
     return false;
 }
 
+static size_t elem_size(mf_gguf_vtype t) {
+    switch (t) {
+    case MF_GGUF_UINT8: case MF_GGUF_INT8: case MF_GGUF_BOOL: return 1;
+    case MF_GGUF_UINT16: case MF_GGUF_INT16: return 2;
+    case MF_GGUF_UINT32: case MF_GGUF_INT32: case MF_GGUF_FLOAT32: return 4;
+    default: return 8;
+    }
+}
+
+bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b) {
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case MF_GGUF_STRING: return a->str.len == b->str.len && !memcmp(a->str.ptr, b->str.ptr, a->str.len);
+    case MF_GGUF_BOOL: return a->b == b->b;
+    case MF_GGUF_FLOAT32: case MF_GGUF_FLOAT64: return !memcmp(&a->f64, &b->f64, sizeof a->f64);
+    case MF_GGUF_ARRAY:
+        if (a->arr.type != b->arr.type || a->arr.n != b->arr.n) return false;
+        for (uint64_t i = 0; i < a->arr.n; i++) {
+            if (a->arr.type == MF_GGUF_STRING) {
+                const mf_str *x = &a->arr.strs[i], *y = &b->arr.strs[i];
+                if (x->len != y->len || memcmp(x->ptr, y->ptr, x->len)) return false;
+            } else if (a->arr.type == MF_GGUF_ARRAY) {
+                if (!mf_gguf_value_equal(&a->arr.items[i], &b->arr.items[i])) return false;
+            }
+        }
+        if (a->arr.type == MF_GGUF_STRING || a->arr.type == MF_GGUF_ARRAY || a->arr.n == 0) return true;
+        return !memcmp(a->arr.data, b->arr.data, a->arr.n * elem_size(a->arr.type));
+    default: return a->u64 == b->u64; /* integers: u64 and i64 share the bits */
+    }
+}
+
 uint32_t mf_gguf_version(const mf_gguf *g) { return g->version; }
 uint32_t mf_gguf_alignment(const mf_gguf *g) { return g->parts[0].alignment; }
 uint32_t mf_gguf_n_parts(const mf_gguf *g) { return g->n_parts; }
