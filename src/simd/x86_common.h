@@ -20,6 +20,12 @@ static inline float mf_x86_hsum8(__m256 x) {
     return _mm_cvtss_f32(r);
 }
 
+static inline float mf_x86_hsum4(__m128 r) {
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
 static inline int mf_x86_hsum8_i32(__m256i x) {
     __m128i r = _mm_add_epi32(_mm256_extracti128_si256(x, 1), _mm256_castsi256_si128(x));
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
