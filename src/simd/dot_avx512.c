@@ -30,11 +30,21 @@ static inline __m512i add_high_bit(__m512i q, const uint8_t *qh0, const uint8_t 
     return _mm512_mask_add_epi8(q, k, q, _mm512_set1_epi8(16));
 }
 
-/* Four fp16 pairs (x_k, y_k) -> x_k * y_k as floats; one conversion for all eight halves. */
-static inline __m128 mul4_h(uint16_t x0, uint16_t x1, uint16_t x2, uint16_t x3, uint16_t y0, uint16_t y1, uint16_t y2,
-                            uint16_t y3) {
-    const __m256 v = _mm256_cvtph_ps(_mm_setr_epi16((short)x0, (short)x1, (short)x2, (short)x3, (short)y0, (short)y1,
-                                                    (short)y2, (short)y3));
+/* The 16-bit words p[0], p[s], p[2s], p[3s] (the fp16 field at the same place in four consecutive
+ * blocks of s words) in words 0..3. One or two 64-byte loads and a word permute; the second load is
+ * masked to the words needed, so nothing past the fourth block is read. */
+static inline __m128i words4(const uint16_t *p, int s) {
+    const __m512i idx = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0,
+                                         (long long)((uint64_t)(3 * s) << 48 | (uint64_t)(2 * s) << 32 | (uint64_t)s << 16));
+    if (3 * s < 32) return _mm512_castsi512_si128(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(p)));
+    const __mmask32 tail = (__mmask32)((1ull << (3 * s - 31)) - 1);
+    return _mm512_castsi512_si128(_mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_maskz_loadu_epi16(tail, p + 32)));
+}
+
+/* x_k * y_k for the fp16 fields x of four weight blocks (stride sx words) and y of four activation
+ * blocks (stride sy words), as floats. */
+static inline __m128 mul4_h(const void *x, int sx, const void *y, int sy) {
+    const __m256 v = _mm256_cvtph_ps(_mm_unpacklo_epi64(words4(x, sx), words4(y, sy)));
     return _mm_mul_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 }
 
@@ -45,7 +55,8 @@ static inline void spread4(__m128 d, __m512 *s01, __m512 *s23) {
     *s01 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), z);
     *s23 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), z);
 }
-#define D4(x, y, f, g) mul4_h(x[i].f, x[i + 1].f, x[i + 2].f, x[i + 3].f, y[i].g, y[i + 1].g, y[i + 2].g, y[i + 3].g)
+/* fields f of w[i..i+3] and g of a[i..i+3] */
+#define D4(x, y, f, g) mul4_h(&x[i].f, (int)(sizeof *x / 2), &y[i].g, (int)(sizeof *y / 2))
 
 static inline float hsum16(__m512 x) { return _mm512_reduce_add_ps(x); }
 
