@@ -10,6 +10,7 @@
 
 /* The command table: X(name, function, one-line help). Add a line per command. */
 #define MF_CLI_COMMANDS(X)                                                                         \
+    X("info", cmd_info, "describe a GGUF model: architecture, shapes, tokenizer, tensors")        \
     X("tokenize", cmd_tokenize, "show the token ids and pieces of a text")                         \
     X("dump", cmd_dump, "dequantize a tensor to float32 (stats, or raw values with -o)")            \
 
