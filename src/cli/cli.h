@@ -13,6 +13,7 @@
     X("info", cmd_info, "describe a GGUF model: architecture, shapes, tokenizer, tensors")        \
     X("tokenize", cmd_tokenize, "show the token ids and pieces of a text")                         \
     X("dump", cmd_dump, "dequantize a tensor to float32 (stats, or raw values with -o)")            \
+    X("quantize", cmd_quantize, "convert an F32/F16/BF16 model to a quantized type (Q4_K_M, Q8_0, ...)") \
 
 #define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);
 MF_CLI_COMMANDS(MF_CLI_DECLARE)

@@ -1,0 +1,162 @@
+/* cmd_quantize.c: `minfer quantize [-t N] [--dry-run] IN OUT TYPE`: convert an F32/F16/BF16 GGUF model
+ * to a quantized one (src/quant/qmodel.h has the rules), with a progress line on stderr. The output
+ * appears under OUT only when complete; Ctrl-C (SIGINT) or SIGTERM stops the work and removes the
+ * temporary file. */
+#include "cli/cli.h"
+#include "quant/qmodel.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t interrupted;
+
+/* Stop cooperatively (the workers poll the flag between chunks of rows and the writer's temporary
+ * file is removed on the way out), unlink the temporary file right away in case that takes a while,
+ * and let a second signal kill the process outright. Only async-signal-safe calls here. */
+static void on_signal(int sig) {
+    interrupted = sig;
+    mf_gguf_writer_remove_temp_files();
+    signal(sig, SIG_DFL);
+}
+
+static void quantize_usage(FILE *f) {
+    fprintf(f,
+            "usage: minfer quantize [-t N] [--dry-run] IN OUT TYPE\n\n"
+            "Converts the F32/F16/BF16 model IN to TYPE and writes OUT (atomically: OUT appears only\n"
+            "when complete).\n"
+            "TYPE: %s\n"
+            "  a plain type puts every weight matrix in that type; Q4_K_M and Q5_K_M are llama.cpp's\n"
+            "  mixtures (output, attn_v and ffn_down partly in Q6_K). Norms and biases stay as they are.\n\n"
+            "  -t, --threads N  worker threads (default: all cores)\n"
+            "  --dry-run        print each tensor's type change and write nothing\n",
+            mf_quant_ftype_names());
+}
+
+typedef struct {
+    bool tty;
+    int width; /* digits of the tensor count */
+} progress_state;
+
+static void print_shape(const int64_t *ne) {
+    int dims = 1;
+    for (int d = 1; d < MF_GGUF_MAX_DIMS; d++)
+        if (ne[d] > 1) dims = d + 1;
+    fputc('[', stderr);
+    for (int d = 0; d < dims; d++) fprintf(stderr, "%s%lld", d ? ", " : "", (long long)ne[d]);
+    fputc(']', stderr);
+}
+
+static void on_progress(void *user, const mf_quant_progress *p) {
+    progress_state *ps = user;
+    if (ps->tty ? p->done : !p->done) return; /* a terminal shows work in progress; a log, one line each */
+    fprintf(stderr, "%s[%*lld/%lld] %-34s %-5s -> %-5s ", ps->tty ? "\r\033[K" : "", ps->width,
+            (long long)p->index + 1, (long long)p->count, p->name, mf_type_name(p->from), mf_type_name(p->to));
+    print_shape(p->ne);
+    if (!ps->tty) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static int dry_run(const char *in, const mf_quant_ftype *ft) {
+    mf_gguf *g = NULL;
+    mf_status s = mf_gguf_open(in, &g);
+    if (s != MF_OK) {
+        cli_error_status(s, in);
+        return 1;
+    }
+    const int64_t n = mf_gguf_n_tensors(g);
+    mf_type *types = malloc((size_t)(n > 0 ? n : 1) * sizeof *types);
+    if (!types) {
+        mf_gguf_free(g);
+        cli_error("out of memory");
+        return 1;
+    }
+    s = mf_quant_plan(g, ft, types);
+    if (s == MF_OK) {
+        uint64_t before = 0, after = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const mf_gguf_tensor *t = mf_gguf_tensor_at(g, i);
+            const uint64_t bytes = mf_row_size(types[i], t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+            printf("%-40s %-5s -> %-5s\n", t->name, mf_type_name(t->type), mf_type_name(types[i]));
+            before += t->nbytes;
+            after += bytes;
+        }
+        printf("%.2f MiB -> %.2f MiB\n", before / 1048576.0, after / 1048576.0);
+    } else {
+        cli_error_status(s, in);
+    }
+    free(types);
+    mf_gguf_free(g);
+    return s == MF_OK ? 0 : 1;
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *pos[3] = {0}, *threads = NULL;
+    int npos = 0;
+    bool dry = false;
+    for (int i = 1; i < argc; i++) {
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            quantize_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--dry-run")) {
+            dry = true;
+        } else if ((r = cli_take_value(argc, argv, &i, "-t", &threads)) != 0 ||
+                   (r = cli_take_value(argc, argv, &i, "--threads", &threads)) != 0) {
+            if (r < 0) return 2;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error("quantize: unknown option '%s' (see minfer quantize --help)", argv[i]);
+            return 2;
+        } else if (npos < 3) {
+            pos[npos++] = argv[i];
+        } else {
+            cli_error("quantize: unexpected argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    if (npos != 3) {
+        quantize_usage(stderr);
+        return 2;
+    }
+    const mf_quant_ftype *ft = mf_quant_ftype_find(pos[2]);
+    if (!ft) {
+        cli_error("quantize: unknown type '%s' (one of: %s)", pos[2], mf_quant_ftype_names());
+        return 2;
+    }
+    long long nt = 0;
+    if (threads && !cli_parse_int("--threads", threads, 1, 512, &nt)) return 2;
+    if (dry) return dry_run(pos[0], ft);
+
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    progress_state ps = {.tty = isatty(STDERR_FILENO) != 0, .width = 1};
+    mf_quant_params p = {.ftype = ft, .n_threads = (int)nt, .cancel = &interrupted, .progress = on_progress, .user = &ps};
+    mf_gguf *probe = NULL;
+    if (mf_gguf_open(pos[0], &probe) == MF_OK) {
+        for (int64_t n = mf_gguf_n_tensors(probe); n >= 10; n /= 10) ps.width++;
+        mf_gguf_free(probe);
+    }
+    mf_quant_stats st;
+    const mf_status s = mf_quant_model(pos[0], pos[1], &p, &st);
+    if (ps.tty) fputs("\r\033[K", stderr);
+
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (interrupted) {
+        cli_error("quantize: interrupted; %s was not written", pos[1]);
+        return 128 + interrupted;
+    }
+    if (s != MF_OK) {
+        cli_error_status(s, "quantize");
+        return 1;
+    }
+    fprintf(stderr, "minfer: %s: %lld tensors converted to %s, %lld copied; %.2f MiB -> %.2f MiB in %.2f s\n", pos[1],
+            (long long)st.n_quantized, ft->name, (long long)st.n_copied, st.bytes_in / 1048576.0,
+            st.bytes_out / 1048576.0, st.seconds);
+    return 0;
+}

@@ -1,0 +1,205 @@
+"""`minfer quantize` end to end: every type from the F32 fixtures against llama.cpp's fixture of the same
+type (per-tensor types, RMSE against the F32 weights, metadata), the Q4_K_M mixture for all three
+architectures, threads, F16 input, atomic output (failures and SIGINT leave nothing under OUT's name),
+and bad arguments."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize  # noqa: E402
+
+MINFER = os.environ.get("MINFER_BIN", "build/minfer")
+MODELS = Path(os.environ.get("MINFER_FIXTURES", "../shared/fixtures")) / "models"
+TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"]
+LLAMA_FTYPE = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17,
+               "Q5_K_M": 17, "Q6_K": 18, "F16": 1, "F32": 0, "BF16": 32}
+
+
+def quantize(src, dst, qtype, *extra, check=True):
+    r = subprocess.run([MINFER, "quantize", *extra, str(src), str(dst), qtype], capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def field_value(field):
+    """A metadata value in comparable form (scalars, strings, and arrays of them)."""
+    is_str = field.types and field.types[-1] == gguf.GGUFValueType.STRING
+    vals = []
+    for i in field.data:
+        v = field.parts[i].tolist()
+        vals.append(bytes(v).decode("utf-8", "replace") if is_str else v[0] if len(v) == 1 else tuple(v))
+    return (tuple(int(t) for t in field.types), tuple(vals))
+
+
+def metadata(reader):
+    return {k: field_value(f) for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+
+
+def as_f32(t):
+    return dequantize(t.data, t.tensor_type).astype(np.float64).reshape(-1)
+
+
+@pytest.mark.parametrize("model", ["qwen2", "qwen3"])
+@pytest.mark.parametrize("qtype", TYPES)
+def test_quantize_like_llama_cpp(model, qtype, tmp_path):
+    src = MODELS / f"mini-{model}.F32.gguf"
+    ref_path = MODELS / f"mini-{model}.{qtype}.gguf"
+    out = tmp_path / "out.gguf"
+    quantize(src, out, qtype)
+    ours, ref, f32 = gguf.GGUFReader(out), gguf.GGUFReader(ref_path), gguf.GGUFReader(src)
+
+    ref_t = {t.name: t for t in ref.tensors}
+    f32_t = {t.name: t for t in f32.tensors}
+    our_t = {t.name: t for t in ours.tensors}
+    assert set(our_t) == set(f32_t)
+    err_ours = err_ref = 0.0
+    same = total = 0
+    for name, t in our_t.items():
+        assert t.tensor_type == ref_t[name].tensor_type, (name, t.tensor_type.name, ref_t[name].tensor_type.name)
+        assert list(t.shape) == list(f32_t[name].shape), name
+        x = as_f32(f32_t[name])
+        err_ours += float(np.sum((as_f32(t) - x) ** 2))
+        err_ref += float(np.sum((as_f32(ref_t[name]) - x) ** 2))
+        a, b = np.asarray(t.data).view(np.uint8).reshape(-1), np.asarray(ref_t[name].data).view(np.uint8).reshape(-1)
+        same += int(np.sum(a == b))
+        total += a.size
+    ratio = (err_ours / err_ref) ** 0.5 if err_ref else 1.0
+    print(f"{model} {qtype}: RMSE ratio ours/llama.cpp {ratio:.4f}, identical bytes {100.0 * same / total:.2f}%")
+    assert ratio <= 1.02
+
+    # metadata: everything the input had, plus file type and quantization version as llama.cpp sets them
+    m_in, m_out, m_ref = metadata(f32), metadata(ours), metadata(ref)
+    for k, v in m_in.items():
+        if k not in ("general.file_type", "general.quantization_version"):
+            assert m_out.get(k) == v, k
+    assert m_out["general.file_type"] == m_ref["general.file_type"]
+    assert m_out["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
+    assert m_out["general.quantization_version"][1][0] == 2
+
+
+def write_f32_model(path, arch, tensors, n_layer, n_head=4, n_head_kv=4):
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(n_layer)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    for name, data in tensors:
+        w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_q4_k_m_mixture_all_architectures(tmp_path):
+    """The per-tensor types of llama.cpp's Q4_K_M fixtures for qwen2, qwen3 (tied embeddings) and llama;
+    llama has no F32 fixture, so its F32 input is rebuilt from the Q8_0 fixture."""
+    llama_q8 = gguf.GGUFReader(MODELS / "mini-llama.Q8_0.gguf")
+    llama_f32 = tmp_path / "mini-llama.F32.gguf"
+    write_f32_model(llama_f32, "llama", [(t.name, dequantize(t.data, t.tensor_type)) for t in llama_q8.tensors], 2)
+    for model, src in [("qwen2", MODELS / "mini-qwen2.F32.gguf"), ("qwen3", MODELS / "mini-qwen3.F32.gguf"),
+                       ("llama", llama_f32)]:
+        out = tmp_path / f"{model}.gguf"
+        quantize(src, out, "Q4_K_M")
+        ours = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+        ref = {t.name: t.tensor_type.name for t in gguf.GGUFReader(MODELS / f"mini-{model}.Q4_K_M.gguf").tensors}
+        assert ours == ref, model
+        assert "Q6_K" in ours.values()
+
+
+def test_q5_k_m_and_whole_file_types(tmp_path):
+    src = MODELS / "mini-qwen2.F32.gguf"
+    out = tmp_path / "q5km.gguf"
+    quantize(src, out, "q5_k_m")  # names are case-insensitive
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+    # same choices as Q4_K_M, on a Q5_K base
+    assert types["output.weight"] == "Q6_K" and types["blk.1.attn_v.weight"] == "Q6_K"
+    assert types["blk.1.ffn_down.weight"] == "Q6_K" and types["blk.0.ffn_down.weight"] == "Q5_K"
+    assert types["token_embd.weight"] == "Q5_K" and types["blk.0.attn_norm.weight"] == "F32"
+    for qtype in ["F16", "BF16", "F32"]:
+        out = tmp_path / f"{qtype}.gguf"
+        quantize(src, out, qtype)
+        r = gguf.GGUFReader(out)
+        types = {t.tensor_type.name for t in r.tensors if len([d for d in t.shape if d > 1]) >= 2}
+        assert types == {qtype}
+        assert metadata(r)["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
+    # F32 -> F16 gives the same bytes as the F16 fixture (round to nearest even)
+    ours = {t.name: np.asarray(t.data) for t in gguf.GGUFReader(tmp_path / "F16.gguf").tensors}
+    for t in gguf.GGUFReader(MODELS / "mini-qwen2.F16.gguf").tensors:
+        assert np.array_equal(ours[t.name].view(np.uint8), np.asarray(t.data).view(np.uint8)), t.name
+
+
+def test_f16_input_and_threads(tmp_path):
+    src = MODELS / "mini-qwen2.F16.gguf"
+    outs = []
+    for threads in ["1", "3"]:
+        out = tmp_path / f"t{threads}.gguf"
+        quantize(src, out, "Q4_K_M", "-t", threads)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    # quantizing the F16 weights is close to quantizing the F32 ones
+    f32 = {t.name: t for t in gguf.GGUFReader(MODELS / "mini-qwen2.F32.gguf").tensors}
+    for t in gguf.GGUFReader(tmp_path / "t1.gguf").tensors:
+        x = as_f32(f32[t.name])
+        rel = np.sqrt(np.mean((as_f32(t) - x) ** 2)) / (np.sqrt(np.mean(x ** 2)) + 1e-30)
+        assert rel < 0.2, t.name
+
+
+def test_copies_same_type_and_refuses_requantizing(tmp_path):
+    q8 = MODELS / "mini-qwen2.Q8_0.gguf"
+    out = tmp_path / "copy.gguf"
+    quantize(q8, out, "Q8_0")  # every tensor already has its target type: a copy
+    a, b = gguf.GGUFReader(out), gguf.GGUFReader(q8)
+    for ta, tb in zip(sorted(a.tensors, key=lambda t: t.name), sorted(b.tensors, key=lambda t: t.name)):
+        assert ta.name == tb.name and np.array_equal(np.asarray(ta.data), np.asarray(tb.data))
+    r = quantize(q8, tmp_path / "re.gguf", "Q4_0", check=False)
+    assert r.returncode == 1 and "already quantized" in r.stderr
+    assert not (tmp_path / "re.gguf").exists()
+    # the split model is read through its first part
+    split = MODELS / "mini-qwen2.Q8_0-split-00001-of-00003.gguf"
+    out = tmp_path / "joined.gguf"
+    quantize(split, out, "Q8_0")
+    m = metadata(gguf.GGUFReader(out))
+    assert not any(k.startswith("split.") for k in m)
+    assert len(gguf.GGUFReader(out).tensors) == len(b.tensors)
+
+
+def test_bad_arguments(tmp_path):
+    src = MODELS / "mini-qwen2.F32.gguf"
+    out = tmp_path / "x.gguf"
+    for args, code in [([], 2), ([str(src), str(out)], 2), ([str(src), str(out), "Q3_X"], 2),
+                       (["-t", "0", str(src), str(out), "Q4_0"], 2), (["--bogus", str(src), str(out), "Q4_0"], 2),
+                       ([str(tmp_path / "missing.gguf"), str(out), "Q4_0"], 1)]:
+        r = subprocess.run([MINFER, "quantize", *args], capture_output=True, text=True)
+        assert r.returncode == code, (args, r.stderr)
+        assert r.stderr.startswith("minfer") or r.stderr.startswith("usage")
+        assert not out.exists()
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 10)
+    r = quantize(bad, out, "Q4_0", check=False)
+    assert r.returncode == 1 and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.gguf"]  # no temporary files left
+
+
+def test_sigint_leaves_no_output(tmp_path):
+    big = tmp_path / "big.F32.gguf"
+    rng = np.random.default_rng(1)
+    write_f32_model(big, "llama", [("blk.0.ffn_up.weight", rng.standard_normal((4096, 4096), dtype=np.float32)),
+                                   ("blk.0.ffn_down.weight", rng.standard_normal((4096, 4096), dtype=np.float32))], 1)
+    out = tmp_path / "out.gguf"
+    out.write_bytes(b"previous contents")
+    proc = subprocess.Popen([MINFER, "quantize", "-t", "1", str(big), str(out), "Q6_K"], stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert out.read_bytes() == b"previous contents"  # the old file is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.F32.gguf", "out.gguf"]
