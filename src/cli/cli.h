@@ -12,6 +12,7 @@
 #define MF_CLI_COMMANDS(X)                                                                         \
     X("info", cmd_info, "describe a GGUF model: architecture, shapes, tokenizer, tensors")        \
     X("tokenize", cmd_tokenize, "show the token ids and pieces of a text")                         \
+    X("template", cmd_template, "render a conversation (JSON) with the model's chat template")     \
     X("dump", cmd_dump, "dequantize a tensor to float32 (stats, or raw values with -o)")            \
     X("quantize", cmd_quantize, "convert an F32/F16/BF16 model to a quantized type (Q4_K_M, Q8_0, ...)") \
 

@@ -1,0 +1,204 @@
+/* chat.c: the chat template API: compile once (AST in the template's arena), render per request
+ * (values in a per-render arena freed at the end), and the GGUF loader for a model's template and
+ * BOS/EOS texts with the ChatML fallback. */
+#include "chat/chat.h"
+#include "chat/jinja.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const char mf_chat_template_chatml[] =
+    "{%- for message in messages -%}\n"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}\n"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}\n"
+    "{%- elif message['content'] is iterable -%}\n"
+    "{%- for part in message['content'] if part['type'] == 'text' -%}{{- part['text'] -}}{%- endfor -%}\n"
+    "{%- endif -%}\n"
+    "{{- '<|im_end|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
+
+struct mf_chat_template {
+    jarena arena; /* AST and constants */
+    jnodes body;
+    char *source, *bos, *eos;
+    bool fallback;
+};
+
+/* Byte offset of the first invalid UTF-8 sequence, or len when valid. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t len) {
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (!n || i + n > len) return i;
+        uint32_t cp = n == 1 ? c : (uint32_t)(c & (0x7F >> n));
+        for (size_t k = 1; k < n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += n;
+    }
+    return len;
+}
+
+mf_status mf_chat_template_create(const char *source, mf_chat_template **out) {
+    *out = NULL;
+    if (!source) return mf_fail(MF_ERR_ARG, "chat template source is NULL");
+    size_t len = strlen(source);
+    size_t bad = utf8_invalid_at((const unsigned char *)source, len);
+    if (bad != len) return mf_fail(MF_ERR_FORMAT, "chat template: invalid UTF-8 at byte %zu", bad);
+    mf_chat_template *t = mf_calloc(1, sizeof *t);
+    if (!t) return MF_ERR_NOMEM;
+    t->source = mf_strdup(source);
+    if (!t->source) {
+        free(t);
+        return MF_ERR_NOMEM;
+    }
+    jparse_result *res = mf_malloc(sizeof *res);
+    if (!res) {
+        mf_chat_template_free(t);
+        return MF_ERR_NOMEM;
+    }
+    mf_status st = jinja_parse(&t->arena, t->source, len, res);
+    if (st != MF_OK) {
+        mf_fail(st, "chat template %s", res->err);
+        free(res);
+        mf_chat_template_free(t);
+        return st;
+    }
+    t->body = res->body;
+    free(res);
+    *out = t;
+    return MF_OK;
+}
+
+void mf_chat_template_free(mf_chat_template *t) {
+    if (!t) return;
+    jarena_free(&t->arena);
+    free(t->source);
+    free(t->bos);
+    free(t->eos);
+    free(t);
+}
+
+mf_status mf_chat_template_set_tokens(mf_chat_template *t, const char *bos, const char *eos) {
+    char *b = mf_strdup(bos ? bos : ""), *e = mf_strdup(eos ? eos : "");
+    if (!b || !e) {
+        free(b);
+        free(e);
+        return MF_ERR_NOMEM;
+    }
+    free(t->bos);
+    free(t->eos);
+    t->bos = b;
+    t->eos = e;
+    return MF_OK;
+}
+
+const char *mf_chat_template_bos(const mf_chat_template *t) { return t->bos ? t->bos : ""; }
+const char *mf_chat_template_eos(const mf_chat_template *t) { return t->eos ? t->eos : ""; }
+const char *mf_chat_template_source(const mf_chat_template *t) { return t->source; }
+bool mf_chat_template_is_fallback(const mf_chat_template *t) { return t->fallback; }
+
+mf_chat_render_params mf_chat_render_default_params(void) {
+    return (mf_chat_render_params){
+        .now = 0, .max_output = 64u << 20, .max_memory = (size_t)1 << 30, .max_steps = 50000000};
+}
+
+mf_status mf_chat_template_render(const mf_chat_template *t, const json_t *context, const mf_chat_render_params *params,
+                                  char **out, size_t *out_len) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (context && !json_is_object(context)) return mf_fail(MF_ERR_ARG, "chat template context must be a JSON object");
+    mf_chat_render_params p = params ? *params : mf_chat_render_default_params();
+    mf_chat_render_params d = mf_chat_render_default_params();
+    if (!p.max_output) p.max_output = d.max_output;
+    if (!p.max_memory) p.max_memory = d.max_memory;
+    if (!p.max_steps) p.max_steps = d.max_steps;
+
+    /* on the heap: its fields change between setjmp and a longjmp */
+    jctx *c = mf_calloc(1, sizeof *c);
+    if (!c) return MF_ERR_NOMEM;
+    c->arena.limit = p.max_memory;
+    c->arena.on_fail = &c->fail;
+    c->arena.errbuf = c->err;
+    c->arena.errcap = sizeof c->err;
+    c->max_output = p.max_output;
+    c->max_steps = p.max_steps;
+    c->max_depth = 500;
+    c->now = p.now;
+    if (setjmp(c->fail)) {
+        mf_status st = c->status != MF_OK ? c->status : c->arena.fail_status ? c->arena.fail_status : MF_ERR_NOMEM;
+        mf_fail(st, "chat template %s", c->err);
+        free(c->out);
+        jarena_free(&c->arena);
+        free(c);
+        return st;
+    }
+    jscope *root = jscope_new(c, NULL);
+    jscope_set(c, root, "bos_token", jv_cstr(mf_chat_template_bos(t)));
+    jscope_set(c, root, "eos_token", jv_cstr(mf_chat_template_eos(t)));
+    if (context) {
+        jv ctx = jv_from_json(c, context, 0);
+        for (size_t i = 0; i < ctx.d->n; i++) jv_dict_set(c, &root->vars, ctx.d->k[i], ctx.d->v[i]);
+    }
+    jinja_exec(c, root, t->body);
+    char *res = realloc(c->out, c->out_len + 1);
+    if (!res) res = c->out;
+    if (!res) res = malloc(1);
+    if (!res) jinja_error(c, MF_ERR_NOMEM, "out of memory finishing the output");
+    res[c->out_len] = 0;
+    *out = res;
+    if (out_len) *out_len = c->out_len;
+    jarena_free(&c->arena);
+    free(c);
+    return MF_OK;
+}
+
+/* Text of token `key_id` (e.g. tokenizer.ggml.bos_token_id) or NULL when the model has none. */
+static mf_status token_text(const mf_gguf *g, const char *key_id, char **out) {
+    *out = NULL;
+    if (!mf_gguf_find_kv(g, key_id)) return MF_OK;
+    uint32_t id;
+    mf_status st = mf_gguf_get_u32(g, key_id, &id);
+    if (st != MF_OK) return st;
+    const mf_gguf_value *tokens;
+    st = mf_gguf_get_arr(g, "tokenizer.ggml.tokens", MF_GGUF_STRING, &tokens);
+    if (st != MF_OK) return st;
+    if (id >= tokens->arr.n)
+        return mf_fail(MF_ERR_FORMAT, "%s = %u is past the vocabulary (%llu tokens)", key_id, id, (unsigned long long)tokens->arr.n);
+    *out = mf_strndup(tokens->arr.strs[id].ptr, (size_t)tokens->arr.strs[id].len);
+    return *out ? MF_OK : MF_ERR_NOMEM;
+}
+
+mf_status mf_chat_template_from_gguf(const mf_gguf *g, const char *override_source, mf_chat_template **out) {
+    *out = NULL;
+    char *src = NULL, *bos = NULL, *eos = NULL;
+    mf_status st = MF_OK;
+    bool fallback = false;
+    if (!override_source) {
+        st = mf_gguf_find_str_dup(g, "tokenizer.chat_template", &src);
+        if (st != MF_OK) return st;
+        if (!src) {
+            mf_log(MF_LOG_WARN, "the model has no tokenizer.chat_template; using ChatML");
+            fallback = true;
+        }
+    }
+    if ((st = token_text(g, "tokenizer.ggml.bos_token_id", &bos)) != MF_OK) goto done;
+    if ((st = token_text(g, "tokenizer.ggml.eos_token_id", &eos)) != MF_OK) goto done;
+    st = mf_chat_template_create(override_source ? override_source : src ? src : mf_chat_template_chatml, out);
+    if (st != MF_OK) goto done;
+    if ((st = mf_chat_template_set_tokens(*out, bos, eos)) != MF_OK) {
+        mf_chat_template_free(*out);
+        *out = NULL;
+        goto done;
+    }
+    (*out)->fallback = fallback;
+done:
+    free(src);
+    free(bos);
+    free(eos);
+    return st;
+}
