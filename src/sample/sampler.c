@@ -356,17 +356,18 @@ static size_t draw_sparse(mf_sampler *s) {
     return last; /* rounding left the target just above the sum */
 }
 
-/* The same draw over the dense logits when no stage truncated: two passes, no candidate list. */
+/* The same draw over the dense logits when no stage truncated, without a candidate list. */
 static mf_status draw_dense(mf_sampler *s, int32_t *token) {
     float mx = -INFINITY;
     for (int32_t i = 0; i < s->n_vocab; i++) mx = fmaxf(mx, s->wl[i]);
     if (mx == -INFINITY) return no_candidates();
+    /* The logits are not needed after the draw: keep the exponentials in their place. */
     double total = 0.0;
-    for (int32_t i = 0; i < s->n_vocab; i++) total += expf(s->wl[i] - mx);
+    for (int32_t i = 0; i < s->n_vocab; i++) total += (s->wl[i] = expf(s->wl[i] - mx));
     double target = mf_rng_uniform(&s->rng) * total, cum = 0.0;
     int32_t last = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        float e = expf(s->wl[i] - mx);
+        float e = s->wl[i];
         if (e <= 0.0f) continue;
         cum += e;
         last = i;

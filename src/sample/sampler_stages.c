@@ -148,8 +148,46 @@ void mf_stage_top_k(mf_sampler *s, int32_t k) {
     s->sorted = true;
 }
 
+/* Rearrange a[0..n) so that a[0..K) holds the K best entries, K the smallest count whose
+ * probabilities sum to at least target (n when none does); returns K. A quickselect on mass: each
+ * partition sums the better side and recurses into the side holding the crossing point, O(n)
+ * expected, without sorting. */
+static size_t select_mass(cand_t *a, size_t n, double target) {
+    size_t lo = 0, hi = n;
+    double acc = 0.0; /* mass of a[0..lo), all better than anything in a[lo..hi) */
+    int budget = 16;
+    for (size_t t = n; t > 1; t >>= 1) budget += 2;
+    while (hi - lo > 32 && budget-- > 0) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (better(&a[mid], &a[lo])) swap_cand(&a[mid], &a[lo]);
+        if (better(&a[hi - 1], &a[lo])) swap_cand(&a[hi - 1], &a[lo]);
+        if (better(&a[mid], &a[hi - 1])) swap_cand(&a[mid], &a[hi - 1]);
+        cand_t pivot = a[hi - 1];
+        size_t store = lo;
+        double left = 0.0;
+        for (size_t i = lo; i < hi - 1; i++)
+            if (better(&a[i], &pivot)) left += a[i].p, swap_cand(&a[i], &a[store++]);
+        swap_cand(&a[store], &a[hi - 1]);
+        if (acc + left >= target) {
+            hi = store;
+        } else if (acc + left + pivot.p >= target) {
+            return store + 1;
+        } else {
+            acc += left + pivot.p;
+            lo = store + 1;
+        }
+    }
+    qsort(a + lo, hi - lo, sizeof *a, cmp_better);
+    for (size_t i = lo; i < hi; i++) {
+        acc += a[i].p;
+        if (acc >= target) return i + 1;
+    }
+    return hi == n ? n : hi;
+}
+
 /* Keep the most likely tokens until their probabilities sum to at least top_p (the token that
- * crosses it stays), and at least min_keep. Sorting grows from the top 256 only as far as needed. */
+ * crosses it stays), and at least min_keep. Sorted input is scanned; otherwise the kept set is
+ * found by select_mass and sorted only when small. */
 void mf_stage_top_p(mf_sampler *s) {
     float top_p = s->p.top_p;
     if (top_p >= 1.0f) return;
@@ -157,23 +195,29 @@ void mf_stage_top_p(mf_sampler *s) {
     size_t n = s->n_cand;
     if (n == 0) return;
     mf_sampler_softmax(s);
-    size_t m = s->sorted ? n : MF_MIN(n, (size_t)256);
-    mf_sampler_sort_top(s, m);
-    double cum = 0.0;
-    size_t last = n;
-    for (size_t i = 0; i < n; i++) {
-        if (i == m) {
-            m = MF_MIN(n, m * 8);
-            mf_sampler_sort_top(s, m);
+    size_t min_keep = (size_t)s->p.min_keep, last = n;
+    if (s->sorted) {
+        double cum = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            cum += s->cand[i].p;
+            if (cum >= top_p && i + 1 >= min_keep) {
+                last = i + 1;
+                break;
+            }
         }
-        cum += s->cand[i].p;
-        if (cum >= top_p && i + 1 >= (size_t)s->p.min_keep) {
-            last = i + 1;
-            break;
-        }
+        s->n_cand = last;
+        return;
+    }
+    last = select_mass(s->cand, n, top_p);
+    if (last < min_keep) {
+        last = MF_MIN(min_keep, n);
+        select_top(s->cand, n, last);
     }
     s->n_cand = last;
-    s->sorted = true; /* the kept prefix is sorted */
+    if (last <= 1024) {
+        qsort(s->cand, last, sizeof *s->cand, cmp_better);
+        s->sorted = true;
+    }
 }
 
 /* Keep tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p); at least min_keep. */
@@ -388,10 +432,12 @@ void mf_stage_mirostat(mf_sampler *s) {
         s->sorted = true;
     } else {
         mf_sampler_softmax(s);
+        /* -log2 p <= mu  <=>  p >= 2^-mu */
+        float pmin = exp2f(-s->mu);
         size_t w = 0, best = 0;
         for (size_t i = 0; i < n; i++) {
             if (better(&s->cand[i], &s->cand[best])) best = i;
-            if (-log2f(s->cand[i].p) <= s->mu) s->tmp[w++] = s->cand[i];
+            if (s->cand[i].p >= pmin) s->tmp[w++] = s->cand[i];
         }
         if (w == 0) s->tmp[w++] = s->cand[best];
         memcpy(s->cand, s->tmp, w * sizeof *s->cand);

@@ -99,17 +99,22 @@ mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out
     if (n) memcpy(m->buf + m->used, bytes, n);
     m->used += n;
 
+    /* The first stop string to be completed wins, whatever the split into feeds; among those ending
+     * at the same byte, the one starting earliest, then the first given. */
     const char *b = m->buf;
     size_t used = m->used;
-    for (size_t pos = 0; pos < used; pos++) {
+    for (size_t end = 1; end <= used; end++) {
+        int best = -1;
         for (size_t i = 0; i < m->n; i++) {
-            if (used - pos >= m->len[i] && b[pos] == m->str[i][0] && !memcmp(b + pos, m->str[i], m->len[i])) {
-                *matched = (int)i;
-                *out_len = pos;
-                m->emitted = m->used = 0;
-                m->done = true;
-                return MF_OK;
-            }
+            size_t l = m->len[i];
+            if (l <= end && (best < 0 || l > m->len[best]) && !memcmp(b + end - l, m->str[i], l)) best = (int)i;
+        }
+        if (best >= 0) {
+            *matched = best;
+            *out_len = end - m->len[best];
+            m->emitted = m->used = 0;
+            m->done = true;
+            return MF_OK;
         }
     }
     /* Hold the longest tail that is a proper prefix of some stop string. */

@@ -41,9 +41,10 @@ void mf_stop_free(mf_stop *m);
 void mf_stop_reset(mf_stop *m);
 
 /* Take the next decoded bytes. *out / *out_len: the bytes now safe to show, valid until the next
- * call on m. *matched: the index of the stop string found (the earliest in the text; on a tie the
- * first given), or -1. After a match the output ends just before the stop string, the rest is
- * dropped, and later feeds return nothing. MF_ERR_NOMEM only. */
+ * call on m. *matched: the index of the stop string found, or -1: the first one to be completed in
+ * the text (on a tie the one starting earliest, then the first given), so the result does not
+ * depend on how the text was split. After a match the output ends just before the stop string, the
+ * rest is dropped, and later feeds return nothing. MF_ERR_NOMEM only. */
 mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out, size_t *out_len, int *matched);
 
 /* Generation ended another way: return every held byte (an incomplete UTF-8 tail included). */

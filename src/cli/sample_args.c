@@ -1,0 +1,310 @@
+/* sample_args.c: parsing of the sampling and stop flags for minfer's commands (see sample_args.h).
+ * Self-contained (prints its own "minfer: ..." errors) so tests can compile it directly. */
+#include "cli/sample_args.h"
+
+#include "core/core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void arg_error(const char *fmt, ...) MF_PRINTF(1, 2);
+static void arg_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("minfer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void mf_cli_sample_opts_init(mf_cli_sample_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->params = mf_sampler_default_params();
+    o->n_predict = -1;
+}
+
+void mf_cli_sample_opts_free(mf_cli_sample_opts *o) {
+    if (!o) return;
+    for (size_t i = 0; i < o->n_stop; i++) free((char *)o->stop[i]);
+    free(o->stop);
+    for (size_t i = 0; i < o->n_bias; i++) free((char *)o->bias[i].text);
+    free(o->bias);
+    for (size_t i = 0; i < o->n_breakers; i++) free(o->breakers[i]);
+    free(o->breakers);
+    memset(o, 0, sizeof *o);
+}
+
+/* Backslash escapes as a shell user would type them: \n \t \r \\ \" \' \xHH. */
+static char *unescape(const char *s) {
+    char *out = mf_malloc(strlen(s) + 1), *w = out;
+    if (!out) return NULL;
+    for (; *s; s++) {
+        if (*s != '\\' || !s[1]) {
+            *w++ = *s;
+            continue;
+        }
+        s++;
+        switch (*s) {
+        case 'n': *w++ = '\n'; break;
+        case 't': *w++ = '\t'; break;
+        case 'r': *w++ = '\r'; break;
+        case '\\': *w++ = '\\'; break;
+        case '"': *w++ = '"'; break;
+        case '\'': *w++ = '\''; break;
+        case 'x':
+            if (isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
+                char hex[3] = {s[1], s[2], 0};
+                *w++ = (char)strtol(hex, NULL, 16);
+                s += 2;
+            } else {
+                *w++ = '\\', *w++ = *s; /* not an escape: keep it */
+            }
+            break;
+        default: *w++ = '\\', *w++ = *s; break;
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+static bool parse_ll(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        arg_error("%s: '%s' is not an integer in [%lld, %lld]", flag, s, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_f(const char *flag, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        arg_error("%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+enum { K_FLOAT, K_INT };
+static const struct {
+    const char *name, *alias;
+    int kind;
+    size_t off;
+    double lo, hi;
+} num_flags[] = {
+    {"--temp", "--temperature", K_FLOAT, offsetof(mf_sampler_params, temp), -1e6, 1e6},
+    {"--top-k", NULL, K_INT, offsetof(mf_sampler_params, top_k), -2147483647.0, 2147483647.0},
+    {"--top-p", NULL, K_FLOAT, offsetof(mf_sampler_params, top_p), 0, 1},
+    {"--min-p", NULL, K_FLOAT, offsetof(mf_sampler_params, min_p), 0, 1},
+    {"--typical", "--typical-p", K_FLOAT, offsetof(mf_sampler_params, typ_p), 0, 1},
+    {"--top-n-sigma", "--top-nsigma", K_FLOAT, offsetof(mf_sampler_params, top_n_sigma), -1e6, 1e6},
+    {"--xtc-probability", NULL, K_FLOAT, offsetof(mf_sampler_params, xtc_probability), 0, 1},
+    {"--xtc-threshold", NULL, K_FLOAT, offsetof(mf_sampler_params, xtc_threshold), 0, 1},
+    {"--min-keep", NULL, K_INT, offsetof(mf_sampler_params, min_keep), 0, 2147483647.0},
+    {"--repeat-last-n", NULL, K_INT, offsetof(mf_sampler_params, penalty_last_n), -1, 1 << 20},
+    {"--repeat-penalty", NULL, K_FLOAT, offsetof(mf_sampler_params, penalty_repeat), 1e-6, 1e6},
+    {"--frequency-penalty", NULL, K_FLOAT, offsetof(mf_sampler_params, penalty_freq), -1e6, 1e6},
+    {"--presence-penalty", NULL, K_FLOAT, offsetof(mf_sampler_params, penalty_present), -1e6, 1e6},
+    {"--dry-multiplier", NULL, K_FLOAT, offsetof(mf_sampler_params, dry_multiplier), 0, 1e6},
+    {"--dry-base", NULL, K_FLOAT, offsetof(mf_sampler_params, dry_base), 0, 1e6},
+    {"--dry-allowed-length", NULL, K_INT, offsetof(mf_sampler_params, dry_allowed_length), 0, 1 << 20},
+    {"--dry-penalty-last-n", NULL, K_INT, offsetof(mf_sampler_params, dry_penalty_last_n), -1, 1 << 20},
+    {"--mirostat", NULL, K_INT, offsetof(mf_sampler_params, mirostat), 0, 2},
+    {"--mirostat-lr", NULL, K_FLOAT, offsetof(mf_sampler_params, mirostat_eta), 0, 1e6},
+    {"--mirostat-ent", NULL, K_FLOAT, offsetof(mf_sampler_params, mirostat_tau), 0, 1e6},
+};
+
+static bool is(const char *a, const char *name) { return name && !strcmp(a, name); }
+
+static bool push_str(const char ***arr, size_t *n, char *s) {
+    if (!s) return false;
+    const char **na = mf_realloc((void *)*arr, (*n + 1) * sizeof *na);
+    if (!na) {
+        free(s);
+        return false;
+    }
+    na[(*n)++] = s;
+    *arr = na;
+    return true;
+}
+
+/* TOKEN(+|-)BIAS, where TOKEN is an id or a token's text: the split is at the first '+' or '-'
+ * after the first character whose remainder is a whole number ("-inf" bans the token). */
+static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts *o) {
+    size_t len = strlen(v), k = 0;
+    float bias = 0;
+    for (size_t j = 1; j < len && !k; j++) {
+        if (v[j] != '+' && v[j] != '-') continue;
+        char *end;
+        errno = 0;
+        float b = strtof(v + j, &end);
+        if (end != v + j && !*end && !errno && !isnan(b)) k = j, bias = b;
+    }
+    if (!k) {
+        arg_error("%s: '%s' is not TOKEN(+|-)BIAS, e.g. 15043+1, 15043-inf or Hello-2.5", flag, v);
+        return -1;
+    }
+    mf_logit_bias b = {.bias = bias};
+    bool digits = true;
+    for (size_t j = 0; j < k; j++) digits &= isdigit((unsigned char)v[j]) != 0;
+    if (digits) {
+        char idbuf[32];
+        if (k >= sizeof idbuf) digits = false;
+        else {
+            memcpy(idbuf, v, k), idbuf[k] = 0;
+            long long id;
+            if (!parse_ll(flag, idbuf, 0, 2147483647LL, &id)) return -1;
+            b.token = (int32_t)id;
+        }
+    }
+    if (!digits) {
+        char *key = mf_strndup(v, k);
+        b.text = key ? unescape(key) : NULL;
+        free(key);
+        if (!b.text) return -1;
+    }
+    mf_logit_bias *nb = mf_realloc(o->bias, (o->n_bias + 1) * sizeof *nb);
+    if (!nb) {
+        free((char *)b.text);
+        return -1;
+    }
+    nb[o->n_bias++] = b;
+    o->bias = nb;
+    o->params.logit_bias = o->bias;
+    o->params.n_logit_bias = o->n_bias;
+    return 1;
+}
+
+static int add_breaker(const char *v, mf_cli_sample_opts *o) {
+    if (!o->params.dry_breakers || o->params.dry_breakers == mf_sampler_default_breakers) {
+        o->params.dry_breakers = NULL; /* the first --dry-sequence-breaker replaces the defaults */
+        o->params.n_dry_breakers = 0;
+    }
+    if (!strcmp(v, "none")) { /* clears every breaker given so far too */
+        for (size_t i = 0; i < o->n_breakers; i++) free(o->breakers[i]);
+        o->n_breakers = o->params.n_dry_breakers = 0;
+        return 1;
+    }
+    if (!push_str((const char ***)&o->breakers, &o->n_breakers, unescape(v))) return -1;
+    o->params.dry_breakers = (const char *const *)o->breakers;
+    o->params.n_dry_breakers = o->n_breakers;
+    return 1;
+}
+
+int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--ignore-eos")) {
+        o->params.ignore_eos = true;
+        return 1;
+    }
+    static const char *const valued[] = {"-s", "--seed", "-n", "--n-predict", "--predict", "-l", "--logit-bias",
+                                         "--samplers", "--sampling-seq", "--sampler-seq", "--dry-sequence-breaker",
+                                         "--stop"};
+    bool known = false;
+    for (size_t j = 0; j < MF_ARRAY_LEN(valued); j++) known |= !strcmp(a, valued[j]);
+    for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) known |= is(a, num_flags[j].name) || is(a, num_flags[j].alias);
+    if (!known) return 0;
+    if (*i + 1 >= argc) {
+        arg_error("%s needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+
+    for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) {
+        if (!is(a, num_flags[j].name) && !is(a, num_flags[j].alias)) continue;
+        char *field = (char *)&o->params + num_flags[j].off;
+        if (num_flags[j].kind == K_FLOAT) {
+            float f;
+            if (!parse_f(a, v, num_flags[j].lo, num_flags[j].hi, &f)) return -1;
+            memcpy(field, &f, sizeof f);
+        } else {
+            long long x;
+            if (!parse_ll(a, v, (long long)num_flags[j].lo, (long long)num_flags[j].hi, &x)) return -1;
+            int32_t x32 = (int32_t)x;
+            memcpy(field, &x32, sizeof x32);
+        }
+        return 1;
+    }
+    if (is(a, "-s") || is(a, "--seed")) {
+        long long x;
+        if (!parse_ll(a, v, -1, 4294967294LL, &x)) return -1;
+        o->params.seed = x < 0 ? MF_SAMPLER_SEED_RANDOM : (uint32_t)x;
+        o->seed_given = x >= 0;
+        return 1;
+    }
+    if (is(a, "-n") || is(a, "--n-predict") || is(a, "--predict"))
+        return parse_ll(a, v, -1, 1LL << 40, &o->n_predict) ? 1 : -1;
+    if (is(a, "-l") || is(a, "--logit-bias")) return parse_logit_bias(a, v, o);
+    if (is(a, "--samplers")) {
+        if (mf_sampler_parse_stages(&o->params, v)) {
+            arg_error("%s: %s", a, mf_last_error());
+            return -1;
+        }
+        return 1;
+    }
+    if (is(a, "--sampling-seq") || is(a, "--sampler-seq")) {
+        if (mf_sampler_parse_stage_chars(&o->params, v)) {
+            arg_error("%s: %s", a, mf_last_error());
+            return -1;
+        }
+        return 1;
+    }
+    if (is(a, "--dry-sequence-breaker")) return add_breaker(v, o);
+    /* --stop */
+    char *s = unescape(v);
+    if (s && !s[0]) {
+        free(s);
+        arg_error("%s: the stop string is empty", a);
+        return -1;
+    }
+    return push_str(&o->stop, &o->n_stop, s) ? 1 : -1;
+}
+
+void mf_cli_sample_usage(FILE *f) {
+    fputs("sampling (llama.cpp's flags and defaults):\n"
+          "  -s, --seed N              random seed, -1 = random (printed) (default: -1)\n"
+          "  --temp N                  temperature, <= 0 = greedy (default: 0.8)\n"
+          "  --top-k N                 top-k, <= 0 = off (default: 40)\n"
+          "  --top-p N                 top-p (nucleus), 1.0 = off (default: 0.95)\n"
+          "  --min-p N                 min-p, 0.0 = off (default: 0.05)\n"
+          "  --typical N               locally typical sampling, 1.0 = off (default: 1.0)\n"
+          "  --top-n-sigma N           top-n-sigma, -1 = off (default: -1)\n"
+          "  --xtc-probability N       XTC probability, 0.0 = off (default: 0.0)\n"
+          "  --xtc-threshold N         XTC threshold, > 0.5 = off (default: 0.1)\n"
+          "  --min-keep N              top-p, min-p, typical and XTC keep at least N tokens (default: 0)\n"
+          "  --repeat-last-n N         penalty window, 0 = off, -1 = context size (default: 64)\n"
+          "  --repeat-penalty N        repetition penalty, 1.0 = off (default: 1.0)\n"
+          "  --frequency-penalty N     frequency penalty, 0.0 = off (default: 0.0)\n"
+          "  --presence-penalty N      presence penalty, 0.0 = off (default: 0.0)\n"
+          "  --dry-multiplier N        DRY multiplier, 0.0 = off (default: 0.0)\n"
+          "  --dry-base N              DRY base (default: 1.75)\n"
+          "  --dry-allowed-length N    DRY allowed repeat length (default: 2)\n"
+          "  --dry-penalty-last-n N    DRY window, 0 = off, -1 = context size (default: -1)\n"
+          "  --dry-sequence-breaker S  DRY sequence breaker (repeatable; replaces the defaults\n"
+          "                            '\\n' ':' '\"' '*'; 'none' = no breakers)\n"
+          "  --mirostat N              Mirostat 1 or 2, replacing the chain (default: 0 = off)\n"
+          "  --mirostat-lr N           Mirostat learning rate eta (default: 0.1)\n"
+          "  --mirostat-ent N          Mirostat target entropy tau (default: 5.0)\n"
+          "  -l, --logit-bias T(+|-)B  add B to token T's logit; T is an id or a token's text\n"
+          "                            (e.g. 15043+1, 15043-inf, Hello-2.5); repeatable\n"
+          "  --ignore-eos              never end at an end-of-generation token\n"
+          "  --samplers LIST           stage order, ';'-separated (default:\n"
+          "                            penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)\n"
+          "  --sampling-seq LETTERS    the same as letters (default: edskypmxt)\n"
+          "stopping:\n"
+          "  -n, --n-predict N         tokens to generate, -1 = until end of generation (default: -1)\n"
+          "  --stop S                  stop when S appears in the output, S not shown (repeatable;\n"
+          "                            \\n \\t \\xHH escapes)\n",
+          f);
+}

@@ -1,0 +1,49 @@
+/* sample_args.h: the sampling and stopping flags shared by `minfer run` and the server's command
+ * line, with llama.cpp's names and defaults (--temp, --top-k, --top-p, --min-p, --typical,
+ * --repeat-penalty, --dry-*, --xtc-*, --mirostat*, --logit-bias, --samplers, --seed, --stop, -n, ...).
+ *
+ * A command's option loop calls mf_cli_sample_arg for each argument first:
+ *   mf_cli_sample_opts so;  mf_cli_sample_opts_init(&so);
+ *   for (int i = 1; i < argc; i++) {
+ *       int r = mf_cli_sample_arg(argc, argv, &i, &so);
+ *       if (r < 0) { mf_cli_sample_opts_free(&so); return 2; }   // message already printed
+ *       if (r > 0) continue;                                        // a sampling flag, consumed
+ *       ... the command's own flags ...
+ *   }
+ *   then: mf_sampler_create(&so.params, &vocab, &smp); if (!so.seed_given) print the seed;
+ *         mf_stop_create(so.stop, so.n_stop, &matcher); stop after so.n_predict tokens (-1: none);
+ *   mf_cli_sample_opts_free(&so) after the sampler and matcher are created (they copy what they need).
+ */
+#ifndef MF_CLI_SAMPLE_ARGS_H
+#define MF_CLI_SAMPLE_ARGS_H
+
+#include "sample/sampler.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct mf_cli_sample_opts {
+    mf_sampler_params params; /* its logit_bias and dry_breakers point into the arrays below */
+    const char **stop;        /* --stop strings, escapes processed (owned) */
+    size_t n_stop;
+    long long n_predict; /* -n: tokens to generate, -1 = until end of generation or context */
+    bool seed_given;     /* --seed given (otherwise print mf_sampler_seed so a run can be repeated) */
+    /* storage */
+    mf_logit_bias *bias;
+    size_t n_bias;
+    char **breakers;
+    size_t n_breakers;
+} mf_cli_sample_opts;
+
+void mf_cli_sample_opts_init(mf_cli_sample_opts *o);
+void mf_cli_sample_opts_free(mf_cli_sample_opts *o);
+
+/* If argv[*i] is a sampling or stop flag, parse it (and its value, advancing *i) into o and return 1;
+ * return 0 when it is not one of these flags; print "minfer: <flag>: <problem>" and return -1 on a
+ * bad or missing value. */
+int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o);
+
+/* The usage text block for these flags, with defaults. */
+void mf_cli_sample_usage(FILE *f);
+
+#endif /* MF_CLI_SAMPLE_ARGS_H */
