@@ -233,7 +233,9 @@ static void test_isa_override(const char *self) {
             if (!strcmp(asks[i], mf_simd_level_name((mf_simd_level)l)) && mf_simd_level_supported((mf_simd_level)l))
                 want = (mf_simd_level)l;
         char cmd[4200], got[64] = "";
-        snprintf(cmd, sizeof cmd, "MINFER_ISA=%s MINFER_LOG=error '%s' --print-level", asks[i], self);
+        /* MINFER_TEST_WRAPPER runs the child under an emulator (qemu) when cross-testing */
+        const char *wrap = getenv("MINFER_TEST_WRAPPER");
+        snprintf(cmd, sizeof cmd, "MINFER_ISA=%s MINFER_LOG=error %s '%s' --print-level", asks[i], wrap ? wrap : "", self);
         FILE *p = popen(cmd, "r");
         CHECK(p != NULL);
         if (!p) continue;

@@ -7,6 +7,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 static mf_cpu_features features;
 static mf_simd_table tables[MF_SIMD_LEVEL_COUNT];
@@ -34,12 +38,12 @@ static void detect(void) {
     supported[MF_SIMD_AVX2] = features.avx2 && features.fma && features.f16c && features.bmi2;
     supported[MF_SIMD_AVX512] = supported[MF_SIMD_AVX2] && features.avx512f && features.avx512bw &&
                                 features.avx512dq && features.avx512vl && features.avx512vnni;
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) && defined(__linux__)
+    /* the NEON file is built with +dotprod+fp16, so it needs both (asimddp, asimdhp) */
+    const unsigned long hw = getauxval(AT_HWCAP);
     features.neon = true;
-#if defined(__ARM_FEATURE_DOTPROD)
-    features.dotprod = true;
-#endif
-    supported[MF_SIMD_NEON] = features.neon && features.dotprod;
+    features.dotprod = (hw & HWCAP_ASIMDDP) != 0;
+    supported[MF_SIMD_NEON] = features.dotprod && (hw & HWCAP_ASIMDHP) && (hw & HWCAP_FPHP);
 #endif
     supported[MF_SIMD_SCALAR] = true;
 }
