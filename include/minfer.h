@@ -44,6 +44,77 @@ const char *mf_status_str(mf_status s);
  * on this thread. */
 const char *mf_last_error(void);
 
+/* ==== Engine: models, contexts, forward passes ====
+ *
+ * A model is loaded once (weights stay in the mapped file) and is read-only: several contexts, on
+ * several threads, may use one model. A context owns a KV cache, its compute graphs and its
+ * threads; it belongs to one thread at a time. Every forward pass runs a compute graph that is
+ * built once per shape and reused: decoding a token allocates nothing. */
+typedef struct mf_model mf_model;
+typedef struct mf_context mf_context;
+
+/* Load a GGUF model (llama, qwen2 or qwen3 architecture; part 1 of a split model loads all parts).
+ * Errors: MF_ERR_IO (cannot open), MF_ERR_FORMAT (not a GGUF model, missing metadata or tensor,
+ * wrong shape), MF_ERR_UNSUPPORTED (architecture or weight type). */
+mf_status mf_model_load(const char *path, mf_model **out);
+void mf_model_free(mf_model *m);
+const char *mf_model_arch(const mf_model *m); /* "llama", "qwen2", "qwen3" */
+int32_t mf_model_n_vocab(const mf_model *m);
+int32_t mf_model_n_ctx_train(const mf_model *m);
+int32_t mf_model_n_layer(const mf_model *m);
+uint64_t mf_model_size_bytes(const mf_model *m); /* bytes of all weights */
+double mf_model_load_seconds(const mf_model *m);
+
+/* Fusion passes a context applies (bits of mf_context_params.fusions). */
+#define MF_FUSION_SWIGLU 0x1u          /* silu(gate) * up in one op */
+#define MF_FUSION_QKV_ROPE_STORE 0x2u  /* Q/K/V bias, RoPE and KV store in one op */
+#define MF_FUSION_ALL 0x3u
+
+typedef struct mf_context_params {
+    int32_t n_ctx;      /* KV cache cells (tokens of context); 0: the model's context length */
+    int32_t n_ubatch;   /* prefill chunk: longer inputs run in chunks of this many tokens (default 512) */
+    int32_t n_threads;  /* CPU threads; 0: one per online CPU */
+    bool kv_f32;        /* KV cache in F32 instead of F16 */
+    unsigned fusions;   /* MF_FUSION_* bits (default MF_FUSION_ALL) */
+} mf_context_params;
+
+mf_context_params mf_context_default_params(void);
+/* Errors: MF_ERR_ARG for out-of-range parameters, MF_ERR_NOMEM for a KV cache that does not fit. */
+mf_status mf_context_create(const mf_model *m, const mf_context_params *p, mf_context **out);
+void mf_context_free(mf_context *c);
+int32_t mf_context_n_ctx(const mf_context *c);
+
+/* A batch of tokens for one forward pass. pos NULL: each sequence continues from its length;
+ * seq NULL: every token belongs to sequence 0; logits NULL: only the last token's logits are
+ * computed, else the tokens with logits[i] != 0. */
+typedef struct mf_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *logits;
+} mf_batch;
+
+/* Run the batch: store its K/V in the cache and compute the requested logits. Errors: MF_ERR_ARG
+ * (token id out of range, empty batch), MF_ERR_RANGE (context full: the message names n_ctx). */
+mf_status mf_context_decode(mf_context *c, const mf_batch *b);
+/* The logits of the last decode: row i (in batch order of the tokens that asked for logits) of
+ * n_vocab floats; NULL if i is out of range. Valid until the next decode. */
+const float *mf_context_logits(const mf_context *c, int32_t i);
+int32_t mf_context_n_outputs(const mf_context *c);
+/* Tokens of sequence seq in the cache (the next position when positions start at 0). */
+int32_t mf_context_seq_len(const mf_context *c, int32_t seq);
+/* Drop the cache entries of seq (-1: all) with position in [p0, p1) (p1 < 0: to the end). */
+void mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1);
+
+/* Write the graph the context would run for n_tokens tokens with n_outputs logits rows, after
+ * scheduling and fusion, as Graphviz DOT (format "dot") or JSON ("json", see docs/graph-json.md). */
+mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, const char *format,
+                                const char *path);
+/* Record per-node statistics of every forward pass into a JSON file written by mf_context_free
+ * (also enabled by the environment variable MINFER_TRACE=FILE at context creation). */
+mf_status mf_context_trace(mf_context *c, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

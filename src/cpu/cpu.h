@@ -1,0 +1,68 @@
+/* cpu.h: the CPU backend and its kernels. Every kernel has a plain reference twin (cpu_ref.c,
+ * double accumulation, no activation quantization, direct formulas) that tests compare it with.
+ *
+ * Layouts (dimension legend: K input features, N output features, nt tokens, hd head dim,
+ * nh query heads, nkv KV heads, C KV cells):
+ *   activations x[t][k] (F32, row-major, token-major); weights W[o][k] in their own type;
+ *   q[t][h][d]; K and V cache rows [c][kvh][d] (F16 or F32); attention output o[t][h][d]. */
+#ifndef MF_CPU_H
+#define MF_CPU_H
+
+#include "cpu/pool.h"
+#include "graph/graph.h"
+#include "graph/kv.h"
+#include "graph/sched.h"
+
+/* Largest head dimension the kernels handle (per-head scratch lives on the stack); models with a
+ * larger one are refused at load. */
+#define MF_MAX_HEAD_DIM 512
+
+/* The backend. n_threads >= 1. Its supports() accepts every op whose weight types have kernels. */
+mf_status mf_cpu_backend_create(int n_threads, mf_backend **out);
+int mf_cpu_backend_n_threads(const mf_backend *b);
+/* Whether the CPU can multiply by (or gather rows of) weights of this type. */
+bool mf_cpu_type_supported(mf_type t);
+
+/* ---- kernels (the backend calls these; tests too) ---- */
+
+/* Scratch for mf_cpu_matmul: the activations quantized to the weight's vec_dot_type. */
+size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt);
+/* y[t][o] = sum_k W[o][k] x[t][k] (+ b[o]) for t < nt, o < N. x {K, nt}, y {N, nt}. Activations are
+ * quantized once per row into W's vec_dot_type (Q8_0/Q8_1/Q8_K/F16, as llama.cpp does), then one
+ * dispatched dot per (o, t); threads split the output rows. */
+void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
+                   void *work);
+void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);
+
+/* out[t] = dequantized row ids[t] of table (ne[0] values each). */
+void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, float *out);
+
+/* One row: y = x / sqrt(mean(x^2) + eps) * w (w may be NULL). y may equal x. */
+void mf_cpu_rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps);
+void mf_cpu_rms_norm_row_ref(const float *x, const float *w, float *y, int64_t n, float eps);
+
+/* cos/sin of every rotated pair for one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i),
+ * i < n_dims/2, theta computed as llama.cpp does (theta_{i+1} = theta_i * base^(-2/n_dims)). */
+void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs);
+/* Rotate one head of hd values in place with a cache from mf_cpu_rope_cache. */
+void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
+/* Reference: theta_i = pos * freq_scale * base^(-2i/n_dims) in double, out of place. */
+void mf_cpu_rope_head_ref(const mf_rope_params *rp, int32_t pos, const float *x, float *y, int64_t hd);
+
+void mf_cpu_silu(const float *x, float *y, int64_t n);
+void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n);
+void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale);
+
+/* Store token rows of K and V ({hd * nkv} floats each, per token) into layer's cache cells
+ * (cells[t] < 0: skipped), converting to the cache type. */
+void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const float *k, const float *v);
+
+/* Attention for the (token, head) pairs u = t * nh + h in [u0, u1) of q {hd, nh, nt}: each query head h uses KV head h / (nh / nkv)
+ * and sees the cells of its own sequence with position <= its own. scores: scratch of kv->n_cells
+ * floats. Tokens with seq < 0 produce zeros. */
+void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                      const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores);
+void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                          const int32_t *seq, float *out, int64_t nt);
+
+#endif /* MF_CPU_H */

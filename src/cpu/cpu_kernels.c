@@ -1,0 +1,262 @@
+/* cpu_kernels.c: the CPU backend's kernels (layouts in cpu.h). Numerics follow llama.cpp's CPU
+ * path where it matters for agreement: activations quantized per row to the weight's dot type,
+ * RMSNorm sums in double, RoPE angles by repeated multiplication, softmax sums in double. */
+#include "cpu/cpu.h"
+#include "simd/simd.h"
+
+#include <math.h>
+
+/* ---- matmul ---- */
+
+static float dot_f32(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+static float dot_f16_f32(int64_t n, const void *w, const void *a) {
+    const mf_fp16 *x = w;
+    const float *y = a;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)mf_fp16_to_f32(x[i]) * y[i];
+    return (float)s;
+}
+
+/* The activation format, its quantizer (NULL: use the F32 rows as they are) and the dot for
+ * weights of type t; false when the CPU has no kernel for t. */
+static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_dot_fn *dot) {
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    *dot = mf_simd_vec_dot(t);
+    *act = tr->vec_dot_type;
+    *quant = NULL;
+    if (t == MF_TYPE_F32 && !*dot) {
+        *act = MF_TYPE_F32;
+        *dot = dot_f32;
+    } else if (t == MF_TYPE_F16 && !*dot) {
+        *act = MF_TYPE_F32;
+        *dot = dot_f16_f32;
+    }
+    if (!*dot) return false;
+    if (*act != MF_TYPE_F32) {
+        *quant = mf_simd_quantize_row(*act);
+        if (!*quant) return false;
+    }
+    return true;
+}
+
+bool mf_cpu_type_supported(mf_type t) {
+    mf_type act;
+    mf_quantize_fn q;
+    mf_vec_dot_fn d;
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    bool rows = t == MF_TYPE_F32 || t == MF_TYPE_F16 || tr->dequantize;
+    return rows && resolve_dot(t, &act, &q, &d);
+}
+
+size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt) {
+    mf_type act;
+    mf_quantize_fn q;
+    mf_vec_dot_fn d;
+    if (!resolve_dot(w->type, &act, &q, &d) || act == MF_TYPE_F32) return 0;
+    return mf_row_size(act, w->ne[0]) * (size_t)nt;
+}
+
+typedef struct {
+    const mf_weight *w, *b;
+    const float *x;
+    float *y;
+    int64_t nt;
+    uint8_t *act;
+    size_t act_row;
+    mf_quantize_fn quant;
+    mf_vec_dot_fn dot;
+} mm_task;
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    mm_task *m = arg;
+    int64_t t0, t1, K = m->w->ne[0];
+    mf_pool_range(m->nt, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) m->quant(m->x + t * K, m->act + (size_t)t * m->act_row, K);
+}
+
+static void mm_dot(void *arg, int ith, int nth) {
+    mm_task *m = arg;
+    int64_t K = m->w->ne[0], N = m->w->ne[1], o0, o1;
+    mf_pool_range(N, ith, nth, &o0, &o1);
+    const float *bias = m->b ? m->b->data : NULL;
+    /* Blocks of 8 weight rows stay in cache while every token passes over them. */
+    for (int64_t ob = o0; ob < o1; ob += 8) {
+        int64_t oe = MF_MIN(ob + 8, o1);
+        for (int64_t t = 0; t < m->nt; t++) {
+            const uint8_t *a = m->act + (size_t)t * m->act_row;
+            float *yt = m->y + t * N;
+            for (int64_t o = ob; o < oe; o++) {
+                const uint8_t *wr = (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes;
+                float v = m->dot(K, wr, a);
+                yt[o] = bias ? v + bias[o] : v;
+            }
+        }
+    }
+}
+
+void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
+                   void *work) {
+    mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
+    mf_type act;
+    MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
+    if (m.quant) {
+        m.act = work;
+        m.act_row = mf_row_size(act, w->ne[0]);
+        mf_pool_run(pool, mm_quantize, &m);
+    } else {
+        m.act = (uint8_t *)x;
+        m.act_row = (size_t)w->ne[0] * sizeof(float);
+    }
+    mf_pool_run(pool, mm_dot, &m);
+}
+
+/* ---- row ops ---- */
+
+void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, float *out) {
+    int64_t K = table->ne[0];
+    mf_dequantize_fn deq = mf_type_get_traits(table->type)->dequantize;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)table->data + (size_t)ids[t] * table->row_bytes;
+        float *o = out + t * K;
+        if (table->type == MF_TYPE_F32) {
+            memcpy(o, row, (size_t)K * sizeof(float));
+        } else if (table->type == MF_TYPE_F16 && !deq) {
+            const mf_fp16 *h = (const mf_fp16 *)row;
+            for (int64_t k = 0; k < K; k++) o[k] = mf_fp16_to_f32(h[k]);
+        } else {
+            deq(row, o, K);
+        }
+    }
+}
+
+void mf_cpu_rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
+}
+
+void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
+    const float theta_scale = powf(rp->freq_base, -2.0f / (float)rp->n_dims);
+    float theta = (float)pos;
+    for (int32_t i = 0; i < rp->n_dims / 2; i++) {
+        float th = rp->freq_scale * theta;
+        cs[2 * i] = cosf(th);
+        cs[2 * i + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+}
+
+void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd) {
+    (void)hd; /* dims past n_dims pass through unchanged */
+    int32_t half = rp->n_dims / 2;
+    for (int32_t i = 0; i < half; i++) {
+        int32_t a = rp->mode == MF_ROPE_NEOX ? i : 2 * i;
+        int32_t b = rp->mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+void mf_cpu_silu(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+}
+
+void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i] * scale);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = expf(x[i] * scale - mx);
+        y[i] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+/* ---- KV cache and attention ---- */
+
+void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const float *k, const float *v) {
+    int64_t n = (int64_t)kv->n_head_kv * kv->head_dim;
+    uint8_t *kd = kv->k[layer] + (size_t)cell * kv->row_bytes;
+    uint8_t *vd = kv->v[layer] + (size_t)cell * kv->row_bytes;
+    if (kv->type == MF_TYPE_F32) {
+        memcpy(kd, k, (size_t)n * sizeof(float));
+        memcpy(vd, v, (size_t)n * sizeof(float));
+    } else {
+        mf_fp16 *kh = (mf_fp16 *)kd, *vh = (mf_fp16 *)vd;
+        for (int64_t i = 0; i < n; i++) {
+            kh[i] = mf_f32_to_fp16(k[i]);
+            vh[i] = mf_f32_to_fp16(v[i]);
+        }
+    }
+}
+
+/* K/V head row of a cell as floats: F32 rows are used in place, F16 rows converted into buf. */
+static const float *kv_head_row(const mf_kv_cache *kv, const uint8_t *region, int32_t cell, int32_t kvh,
+                                float *buf) {
+    size_t off = (size_t)cell * kv->row_bytes;
+    int64_t hd = kv->head_dim;
+    if (kv->type == MF_TYPE_F32) return (const float *)(region + off) + (size_t)kvh * hd;
+    const mf_fp16 *h = (const mf_fp16 *)(region + off) + (size_t)kvh * hd;
+    for (int64_t d = 0; d < hd; d++) buf[d] = mf_fp16_to_f32(h[d]);
+    return buf;
+}
+
+void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                      const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
+    const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
+    const int32_t nc = kv->n_active;
+    float buf[MF_MAX_HEAD_DIM];
+    for (int64_t u = u0; u < u1; u++) {
+        {
+            const int64_t t = u / nh, h = u % nh;
+            const float *qh = q + (t * nh + h) * hd;
+            float *o = out + (t * nh + h) * hd;
+            memset(o, 0, (size_t)hd * sizeof(float));
+            if (seq[t] < 0) continue;
+            int32_t kvh = (int32_t)(h / group);
+            float mx = -INFINITY;
+            for (int32_t c = 0; c < nc; c++) {
+                if (kv->cell_seq[c] != seq[t] || kv->cell_pos[c] > pos[t]) {
+                    scores[c] = -INFINITY;
+                    continue;
+                }
+                const float *kr = kv_head_row(kv, K, c, kvh, buf);
+                float s = 0.0f;
+                for (int64_t d = 0; d < hd; d++) s += qh[d] * kr[d];
+                scores[c] = s * ap->scale;
+                mx = fmaxf(mx, scores[c]);
+            }
+            if (mx == -INFINITY) continue; /* nothing visible (cannot happen for a stored token) */
+            double sum = 0.0;
+            for (int32_t c = 0; c < nc; c++) {
+                float e = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - mx);
+                scores[c] = e;
+                sum += e;
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int32_t c = 0; c < nc; c++) {
+                if (scores[c] == 0.0f) continue;
+                const float p = scores[c] * inv;
+                const float *vr = kv_head_row(kv, V, c, kvh, buf);
+                for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
+            }
+        }
+    }
+}

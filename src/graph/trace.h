@@ -1,0 +1,22 @@
+/* trace.h: per-node statistics of real forward passes (MINFER_TRACE=FILE): for every executed node
+ * min, max, mean, RMS, NaN and Inf counts over the rows of real tokens (padding rows of a bucketed
+ * graph are left out), and the top-5 logits of the last output row. Node ids are those of the
+ * graph exports (graph.h), so a trace lines up with --dump-graph-json. */
+#ifndef MF_TRACE_H
+#define MF_TRACE_H
+
+#include "graph/graph.h"
+
+typedef struct mf_trace mf_trace;
+
+mf_status mf_trace_create(const char *path, mf_trace **out);
+/* Write the JSON file and free; returns the write status. Accepts NULL (MF_OK). */
+mf_status mf_trace_finish(mf_trace *t);
+/* Start a run of graph g in which the first n_real of g's n_graph_tokens token rows are real. */
+void mf_trace_begin(mf_trace *t, const mf_graph *g, const char *kind, int32_t n_real, int32_t n_graph_tokens);
+/* The scheduler hook (ud = the trace): record node id's statistics. */
+void mf_trace_node(void *ud, const mf_graph *g, int32_t id);
+/* Finish the run: top-5 of the given logits row. */
+void mf_trace_end(mf_trace *t, const float *logits, int32_t n_vocab);
+
+#endif /* MF_TRACE_H */

@@ -1,0 +1,296 @@
+/* context.c: a context: the KV cache, the backends, a small cache of built-scheduled-allocated
+ * graphs, and the forward pass. A graph is keyed by (token bucket, output bucket); the context
+ * size, backends and fusions are fixed per context. Token ids, positions, sequence ids, KV cells
+ * and output rows are graph inputs, so one decode graph serves every decode step and nothing is
+ * allocated per token. Inputs longer than n_ubatch run in chunks; a chunk's token count is rounded
+ * up to a bucket (1, 2, 4, .., 32, then multiples of 32) and the padding tokens carry sequence -1:
+ * they are neither stored in the cache nor seen by attention, and their rows are never outputs. */
+#include "model/model.h"
+#include "cpu/cpu.h"
+#include "graph/sched.h"
+#include "graph/trace.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define GRAPH_CACHE_SIZE 4
+#define MAX_SEQ_TRACK 16
+
+typedef struct {
+    bool used;
+    int32_t n_tokens, n_outputs;
+    uint64_t last_use;
+    mf_graph g;
+    mf_plan plan;
+    void *arena, *work;
+} cached_graph;
+
+struct mf_context {
+    const mf_model *m;
+    mf_context_params p;
+    mf_backend *backends[1];
+    int32_t n_backends;
+    mf_kv_cache kv;
+    cached_graph graphs[GRAPH_CACHE_SIZE];
+    uint64_t tick;
+    int32_t n_builds;
+    float *logits;
+    size_t logits_cap; /* rows */
+    int32_t n_outputs;
+    int32_t *chunk; /* 5 * n_ubatch ints: tokens, pos, seq, cells, out_ids */
+    mf_trace *trace;
+};
+
+mf_context_params mf_context_default_params(void) {
+    return (mf_context_params){.n_ctx = 0, .n_ubatch = 512, .n_threads = 0, .kv_f32 = false,
+                               .fusions = MF_FUSION_ALL};
+}
+
+static int32_t default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int32_t)MF_MIN(n, 64) : 1;
+}
+
+mf_status mf_context_create(const mf_model *m, const mf_context_params *params, mf_context **out) {
+    *out = NULL;
+    mf_context_params p = params ? *params : mf_context_default_params();
+    if (p.n_ctx == 0) p.n_ctx = m->hp.n_ctx_train;
+    if (p.n_ctx < 1 || p.n_ctx > (1 << 24))
+        return mf_fail(MF_ERR_ARG, "context size %d: must be in [1, %d]", p.n_ctx, 1 << 24);
+    if (p.n_ubatch < 1 || p.n_ubatch > 8192)
+        return mf_fail(MF_ERR_ARG, "ubatch %d: must be in [1, 8192]", p.n_ubatch);
+    if (p.n_threads == 0) p.n_threads = default_threads();
+    if (p.n_threads < 1 || p.n_threads > 1024)
+        return mf_fail(MF_ERR_ARG, "thread count %d: must be in [1, 1024]", p.n_threads);
+    if (p.fusions & ~MF_FUSION_ALL) return mf_fail(MF_ERR_ARG, "fusion flags 0x%x: unknown bits", p.fusions);
+    mf_context *c = mf_calloc(1, sizeof *c);
+    if (!c) return MF_ERR_NOMEM;
+    c->m = m;
+    c->p = p;
+    mf_status st = mf_cpu_backend_create(p.n_threads, &c->backends[0]);
+    if (st) goto fail;
+    c->n_backends = 1; /* priority order: a CUDA backend, when built, goes first */
+    st = mf_kv_init(&c->kv, m->hp.n_layer, p.n_ctx, m->hp.n_head_kv, m->hp.head_dim,
+                    p.kv_f32 ? MF_TYPE_F32 : MF_TYPE_F16);
+    if (st) goto fail;
+    c->chunk = mf_malloc((size_t)p.n_ubatch * 5 * sizeof *c->chunk);
+    if (!c->chunk) {
+        st = MF_ERR_NOMEM;
+        goto fail;
+    }
+    const char *trace = getenv("MINFER_TRACE");
+    if (trace && *trace && (st = mf_context_trace(c, trace))) goto fail;
+    *out = c;
+    return MF_OK;
+fail:
+    mf_context_free(c);
+    return st;
+}
+
+static void drop_graph(cached_graph *cg) {
+    mf_graph_free(&cg->g);
+    mf_plan_free(&cg->plan);
+    mf_aligned_free(cg->arena);
+    mf_aligned_free(cg->work);
+    memset(cg, 0, sizeof *cg);
+}
+
+void mf_context_free(mf_context *c) {
+    if (!c) return;
+    if (c->trace) {
+        mf_status st = mf_trace_finish(c->trace);
+        if (st) mf_log(MF_LOG_ERROR, "%s", mf_last_error());
+    }
+    for (int i = 0; i < GRAPH_CACHE_SIZE; i++) drop_graph(&c->graphs[i]);
+    for (int32_t i = 0; i < c->n_backends; i++) c->backends[i]->free(c->backends[i]);
+    mf_kv_free(&c->kv);
+    free(c->logits);
+    free(c->chunk);
+    free(c);
+}
+
+int32_t mf_context_n_ctx(const mf_context *c) { return c->p.n_ctx; }
+int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }
+int32_t mf_context_seq_len(const mf_context *c, int32_t seq) { return mf_kv_seq_count(&c->kv, seq); }
+void mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1) { mf_kv_seq_rm(&c->kv, seq, p0, p1); }
+
+const float *mf_context_logits(const mf_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_outputs) return NULL;
+    return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+}
+
+static int32_t bucket(int32_t n, int32_t cap) {
+    int32_t b = 1;
+    while (b < n && b < 32) b *= 2;
+    if (b < n) b = (n + 31) / 32 * 32;
+    return MF_MIN(b, MF_MAX(cap, n));
+}
+
+/* Build, schedule and allocate a graph (not cached). */
+static mf_status make_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, cached_graph *cg) {
+    memset(cg, 0, sizeof *cg);
+    mf_status st = mf_model_build_graph(c->m, n_tokens, n_outputs, &cg->g);
+    if (st) return st;
+    st = mf_sched_plan(&cg->g, c->backends, c->n_backends, c->p.fusions, &c->kv, &cg->plan);
+    if (st) goto fail;
+    cg->arena = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.arena_size, 1));
+    cg->work = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.work_size, 1));
+    if (!cg->arena || !cg->work) {
+        st = mf_fail(MF_ERR_NOMEM, "graph for %d tokens: cannot allocate %zu + %zu bytes", n_tokens,
+                     cg->plan.arena_size, cg->plan.work_size);
+        goto fail;
+    }
+    mf_sched_bind(&cg->g, cg->arena);
+    cg->used = true;
+    cg->n_tokens = n_tokens;
+    cg->n_outputs = n_outputs;
+    return MF_OK;
+fail:
+    drop_graph(cg);
+    return st;
+}
+
+static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, cached_graph **out) {
+    cached_graph *victim = &c->graphs[0];
+    for (int i = 0; i < GRAPH_CACHE_SIZE; i++) {
+        cached_graph *cg = &c->graphs[i];
+        if (cg->used && cg->n_tokens == n_tokens && cg->n_outputs == n_outputs) {
+            cg->last_use = ++c->tick;
+            *out = cg;
+            return MF_OK;
+        }
+        if (!cg->used || (victim->used && cg->last_use < victim->last_use)) victim = cg;
+    }
+    drop_graph(victim);
+    mf_status st = make_graph(c, n_tokens, n_outputs, victim);
+    if (st) return st;
+    c->n_builds++;
+    victim->last_use = ++c->tick;
+    *out = victim;
+    return MF_OK;
+}
+
+/* One chunk of at most n_ubatch tokens; logits of its wanted tokens go to rows out_row.. */
+static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const int32_t *pos, const int32_t *seq,
+                           const int8_t *want, int32_t out_row) {
+    int32_t nb = bucket(n, c->p.n_ubatch), n_want = 0;
+    for (int32_t i = 0; i < n; i++) n_want += want[i] != 0;
+    int32_t nob = bucket(MF_MAX(n_want, 1), nb);
+    cached_graph *cg;
+    mf_status st = get_graph(c, nb, nob, &cg);
+    if (st) return st;
+    mf_graph *g = &cg->g;
+    int32_t *in_tok = g->nodes[g->inputs[MF_INPUT_TOKENS]].data, *in_pos = g->nodes[g->inputs[MF_INPUT_POS]].data;
+    int32_t *in_seq = g->nodes[g->inputs[MF_INPUT_SEQ]].data, *in_cells = g->nodes[g->inputs[MF_INPUT_CELLS]].data;
+    for (int32_t i = 0; i < nb; i++) {
+        in_tok[i] = i < n ? tok[i] : 0;
+        in_pos[i] = i < n ? pos[i] : 0;
+        in_seq[i] = i < n ? seq[i] : -1;
+    }
+    if ((st = mf_kv_find_cells(&c->kv, nb, in_pos, in_seq, in_cells))) return st;
+    /* Output row r of the graph is token rows[r]; with no OUT_IDS input, row r is token r. */
+    int32_t *rows = c->chunk + 4 * (size_t)c->p.n_ubatch, k = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (want[i]) rows[k++] = i;
+    if (k == 0) rows[k++] = n - 1;
+    for (int32_t r = k; r < nob; r++) rows[r] = rows[k - 1];
+    if (g->inputs[MF_INPUT_OUT_IDS] >= 0) memcpy(g->nodes[g->inputs[MF_INPUT_OUT_IDS]].data, rows, (size_t)nob * 4);
+    if (c->trace) mf_trace_begin(c->trace, g, nb == 1 ? "decode" : "prefill", n, nb);
+    st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, cg->work, c->trace ? mf_trace_node : NULL, c->trace);
+    if (st) return st;
+    const int32_t V = c->m->hp.n_vocab;
+    const float *res = g->nodes[g->output].data;
+    for (int32_t r = 0; r < n_want; r++) {
+        int32_t src_row = g->inputs[MF_INPUT_OUT_IDS] >= 0 ? r : rows[r];
+        memcpy(c->logits + (size_t)(out_row + r) * V, res + (size_t)src_row * V, (size_t)V * sizeof(float));
+    }
+    if (c->trace) mf_trace_end(c->trace, res + (size_t)(g->inputs[MF_INPUT_OUT_IDS] >= 0 ? k - 1 : rows[k - 1]) * V, V);
+    return MF_OK;
+}
+
+mf_status mf_context_decode(mf_context *c, const mf_batch *b) {
+    c->n_outputs = 0;
+    if (!b || b->n_tokens <= 0 || !b->tokens) return mf_fail(MF_ERR_ARG, "decode: empty batch");
+    const int32_t n = b->n_tokens, V = c->m->hp.n_vocab;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= V)
+            return mf_fail(MF_ERR_ARG, "token %d at batch index %d: ids must be in [0, %d)", b->tokens[i], i, V);
+        if (b->seq && b->seq[i] < 0) return mf_fail(MF_ERR_ARG, "sequence id %d at batch index %d", b->seq[i], i);
+        if (b->pos && b->pos[i] < 0) return mf_fail(MF_ERR_ARG, "position %d at batch index %d", b->pos[i], i);
+        n_out += b->logits ? b->logits[i] != 0 : i == n - 1;
+    }
+    if ((size_t)n_out > c->logits_cap) {
+        float *l = mf_realloc(c->logits, (size_t)n_out * (size_t)V * sizeof(float));
+        if (!l) return MF_ERR_NOMEM;
+        c->logits = l;
+        c->logits_cap = (size_t)n_out;
+    }
+    /* Next position of each sequence, for batches without positions. */
+    int32_t track_seq[MAX_SEQ_TRACK], track_next[MAX_SEQ_TRACK], n_track = 0;
+    int32_t U = c->p.n_ubatch, out_row = 0;
+    int32_t *ct = c->chunk, *cp = ct + U, *cs = cp + U;
+    int8_t want[8192];
+    for (int32_t i0 = 0; i0 < n; i0 += U) {
+        int32_t m = MF_MIN(U, n - i0), chunk_out = 0;
+        for (int32_t i = 0; i < m; i++) {
+            int32_t t = i0 + i;
+            ct[i] = b->tokens[t];
+            cs[i] = b->seq ? b->seq[t] : 0;
+            want[i] = (int8_t)(b->logits ? b->logits[t] != 0 : t == n - 1);
+            chunk_out += want[i];
+            if (b->pos) {
+                cp[i] = b->pos[t];
+                continue;
+            }
+            int32_t j = 0;
+            while (j < n_track && track_seq[j] != cs[i]) j++;
+            if (j == n_track) {
+                if (n_track == MAX_SEQ_TRACK)
+                    return mf_fail(MF_ERR_ARG, "decode: more than %d sequences in a batch without positions",
+                                   MAX_SEQ_TRACK);
+                int32_t next = 0;
+                for (int32_t cell = 0; cell < c->kv.n_active; cell++)
+                    if (c->kv.cell_seq[cell] == cs[i] && c->kv.cell_pos[cell] >= next) next = c->kv.cell_pos[cell] + 1;
+                track_seq[n_track] = cs[i];
+                track_next[n_track++] = next;
+            }
+            cp[i] = track_next[j]++;
+        }
+        mf_status st = run_chunk(c, m, ct, cp, cs, want, out_row);
+        if (st) return st;
+        out_row += chunk_out;
+    }
+    c->n_outputs = n_out;
+    return MF_OK;
+}
+
+mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, const char *format,
+                                const char *path) {
+    if (n_tokens < 1 || n_outputs < 1 || n_outputs > n_tokens)
+        return mf_fail(MF_ERR_ARG, "graph dump: %d tokens and %d outputs (need 1 <= outputs <= tokens)", n_tokens,
+                       n_outputs);
+    bool json = !strcmp(format, "json");
+    if (!json && strcmp(format, "dot")) return mf_fail(MF_ERR_ARG, "graph dump format '%s': use dot or json", format);
+    int32_t nb = bucket(MF_MIN(n_tokens, c->p.n_ubatch), c->p.n_ubatch);
+    int32_t nob = bucket(MF_MIN(n_outputs, nb), nb);
+    cached_graph cg;
+    mf_status st = make_graph(c, nb, nob, &cg);
+    if (st) return st;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        drop_graph(&cg);
+        return mf_fail(MF_ERR_IO, "cannot create '%s'", path);
+    }
+    const char *names[1] = {c->backends[0]->name};
+    const char *kind = nb == 1 ? "decode" : "prefill";
+    st = json ? mf_graph_write_json(&cg.g, names, kind, f) : mf_graph_write_dot(&cg.g, names, kind, f);
+    if (fclose(f) != 0 && !st) st = mf_fail(MF_ERR_IO, "cannot write '%s'", path);
+    drop_graph(&cg);
+    return st;
+}
+
+mf_status mf_context_trace(mf_context *c, const char *path) {
+    if (c->trace) return mf_fail(MF_ERR_ARG, "tracing is already on");
+    return mf_trace_create(path, &c->trace);
+}

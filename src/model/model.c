@@ -1,0 +1,222 @@
+/* model.c: loading a model: architecture dispatch, hyper-parameters from `<arch>.*` metadata (with
+ * clear errors for missing ones), and every weight checked for presence, shape and a usable type
+ * before any graph is built. Weights stay in the read-only mapping (never copied). */
+#include "model/model.h"
+#include "cpu/cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const arch_names[MF_ARCH_COUNT] = {"llama", "qwen2", "qwen3"};
+
+const mf_gguf *mf_model_gguf(const mf_model *m) { return m->gguf; }
+const mf_hparams *mf_model_hparams(const mf_model *m) { return &m->hp; }
+const char *mf_model_arch(const mf_model *m) { return m->arch_name; }
+int32_t mf_model_n_vocab(const mf_model *m) { return m->hp.n_vocab; }
+int32_t mf_model_n_ctx_train(const mf_model *m) { return m->hp.n_ctx_train; }
+int32_t mf_model_n_layer(const mf_model *m) { return m->hp.n_layer; }
+double mf_model_load_seconds(const mf_model *m) { return m->load_s; }
+
+uint64_t mf_model_size_bytes(const mf_model *m) {
+    uint64_t s = 0;
+    for (int64_t i = 0; i < m->n_weights; i++) s += m->weights[i].row_bytes * (uint64_t)(m->weights[i].ne[1] *
+                                                  m->weights[i].ne[2] * m->weights[i].ne[3]);
+    return s;
+}
+
+/* `<arch>.<key>` as a u32 in [lo, hi]; def < 0 means required. */
+static mf_status get_u32(const mf_model *m, const char *key, int64_t def, int64_t lo, int64_t hi, int32_t *out) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", m->arch_name, key);
+    uint32_t v;
+    mf_status st;
+    if (def < 0) {
+        st = mf_gguf_get_u32(m->gguf, full, &v);
+        if (st == MF_ERR_NOT_FOUND)
+            return mf_fail(MF_ERR_FORMAT, "model metadata '%s' is missing (required for architecture %s)", full,
+                           m->arch_name);
+    } else {
+        st = mf_gguf_find_u32(m->gguf, full, &v, (uint32_t)def);
+    }
+    if (st) return st;
+    if (v < lo || v > hi)
+        return mf_fail(MF_ERR_FORMAT, "model metadata '%s' = %u: must be in [%lld, %lld]", full, v, (long long)lo,
+                       (long long)hi);
+    *out = (int32_t)v;
+    return MF_OK;
+}
+
+static mf_status get_f32(const mf_model *m, const char *key, float def, float *out) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", m->arch_name, key);
+    mf_status st = mf_gguf_find_f32(m->gguf, full, out, def);
+    if (!st && !isfinite(*out)) return mf_fail(MF_ERR_FORMAT, "model metadata '%s' is not finite", full);
+    return st;
+}
+
+static mf_status read_hparams(mf_model *m) {
+    mf_hparams *hp = &m->hp;
+    mf_status st;
+    if ((st = get_u32(m, "embedding_length", -1, 1, 1 << 20, &hp->n_embd)) ||
+        (st = get_u32(m, "block_count", -1, 1, 4096, &hp->n_layer)) ||
+        (st = get_u32(m, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
+        (st = get_u32(m, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+        (st = get_u32(m, "feed_forward_length", -1, 1, 1 << 24, &hp->n_ff)) ||
+        (st = get_u32(m, "context_length", 4096, 1, 1 << 24, &hp->n_ctx_train)))
+        return st;
+    if (hp->n_head % hp->n_head_kv)
+        return mf_fail(MF_ERR_FORMAT, "attention.head_count %d is not a multiple of head_count_kv %d", hp->n_head,
+                       hp->n_head_kv);
+    /* Qwen3 decouples the head size from n_embd / n_head (key_length); others may carry it too. */
+    int32_t def_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
+    int32_t hd_v;
+    if ((st = get_u32(m, "attention.key_length", def_hd, 2, MF_MAX_HEAD_DIM, &hp->head_dim)) ||
+        (st = get_u32(m, "attention.value_length", hp->head_dim, 2, MF_MAX_HEAD_DIM, &hd_v)))
+        return st;
+    if (hd_v != hp->head_dim)
+        return mf_fail(MF_ERR_UNSUPPORTED, "attention.value_length %d differs from key_length %d", hd_v,
+                       hp->head_dim);
+    if ((st = get_f32(m, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->norm_eps))) return st;
+    hp->rope.mode = m->arch == MF_ARCH_LLAMA ? MF_ROPE_NORMAL : MF_ROPE_NEOX;
+    if ((st = get_f32(m, "rope.freq_base", 10000.0f, &hp->rope.freq_base)) ||
+        (st = get_u32(m, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope.n_dims)))
+        return st;
+    if (hp->rope.n_dims % 2) return mf_fail(MF_ERR_FORMAT, "rope.dimension_count %d is odd", hp->rope.n_dims);
+    float factor;
+    if ((st = get_f32(m, "rope.scaling.factor", 1.0f, &factor))) return st;
+    char *type = NULL;
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    if ((st = mf_gguf_find_str_dup(m->gguf, key, &type))) return st;
+    hp->rope.freq_scale = 1.0f;
+    if (type && strcmp(type, "none") && strcmp(type, "linear")) {
+        mf_log(MF_LOG_WARN, "rope scaling '%s' is not implemented; using plain RoPE (fine within the original "
+               "context length)", type);
+    } else if (factor > 0.0f) {
+        hp->rope.freq_scale = 1.0f / factor;
+    }
+    free(type);
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    return MF_OK;
+}
+
+/* The weight called name with exactly the shape {ne0, ne1} (ne1 = 0: a vector). */
+static mf_status find_weight(mf_model *m, const char *name, int64_t ne0, int64_t ne1, bool required,
+                             const mf_weight **out) {
+    *out = NULL;
+    for (int64_t i = 0; i < m->n_weights; i++) {
+        const mf_weight *w = &m->weights[i];
+        if (strcmp(w->name, name)) continue;
+        int64_t want1 = ne1 ? ne1 : 1;
+        if (w->ne[0] != ne0 || w->ne[1] != want1 || w->ne[2] != 1 || w->ne[3] != 1)
+            return mf_fail(MF_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                           name, (long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2],
+                           (long long)w->ne[3], (long long)ne0, (long long)want1);
+        if (ne1 == 0 && w->type != MF_TYPE_F32)
+            return mf_fail(MF_ERR_UNSUPPORTED, "tensor '%s' (a norm or bias) has type %s; only F32 is supported",
+                           name, mf_type_name(w->type));
+        if (ne1 != 0 && !mf_cpu_type_supported(w->type))
+            return mf_fail(MF_ERR_UNSUPPORTED, "tensor '%s' has type %s, which minfer cannot compute with", name,
+                           mf_type_name(w->type));
+        *out = w;
+        return MF_OK;
+    }
+    if (required) return mf_fail(MF_ERR_FORMAT, "tensor '%s' is missing from the model", name);
+    return MF_OK;
+}
+
+static mf_status load_weights(mf_model *m) {
+    const mf_hparams *hp = &m->hp;
+    mf_status st;
+    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    /* n_vocab comes from the embedding matrix; the output matrix must agree. */
+    for (int64_t i = 0; i < m->n_weights; i++)
+        if (!strcmp(m->weights[i].name, "token_embd.weight")) m->hp.n_vocab = (int32_t)m->weights[i].ne[1];
+    if (m->hp.n_vocab <= 0) return mf_fail(MF_ERR_FORMAT, "tensor 'token_embd.weight' is missing from the model");
+    int64_t V = m->hp.n_vocab;
+    if ((st = find_weight(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
+        (st = find_weight(m, "output_norm.weight", E, 0, true, &m->output_norm)) ||
+        (st = find_weight(m, "output.weight", E, V, false, &m->output)) ||
+        (st = find_weight(m, "output.bias", V, 0, false, &m->output_b)))
+        return st;
+    if (!m->output) m->output = m->tok_embd; /* tied embeddings: lm_head in the embedding's type */
+    m->layers = mf_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return MF_ERR_NOMEM;
+    bool biases = m->arch == MF_ARCH_QWEN2, qk_norm = m->arch == MF_ARCH_QWEN3;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        mf_layer *L = &m->layers[l];
+        char n[96];
+#define W(field, suffix, ne0, ne1, req)                                                                    \
+    snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                                         \
+    if ((st = find_weight(m, n, ne0, ne1, req, &L->field))) return st;
+        W(attn_norm, "attn_norm.weight", E, 0, true)
+        W(wq, "attn_q.weight", E, Q, true)
+        W(wk, "attn_k.weight", E, KV, true)
+        W(wv, "attn_v.weight", E, KV, true)
+        W(wo, "attn_output.weight", Q, E, true)
+        W(bq, "attn_q.bias", Q, 0, biases)
+        W(bk, "attn_k.bias", KV, 0, biases)
+        W(bv, "attn_v.bias", KV, 0, biases)
+        W(q_norm, "attn_q_norm.weight", hp->head_dim, 0, qk_norm)
+        W(k_norm, "attn_k_norm.weight", hp->head_dim, 0, qk_norm)
+        W(ffn_norm, "ffn_norm.weight", E, 0, true)
+        W(ffn_gate, "ffn_gate.weight", E, hp->n_ff, true)
+        W(ffn_up, "ffn_up.weight", E, hp->n_ff, true)
+        W(ffn_down, "ffn_down.weight", hp->n_ff, E, true)
+#undef W
+    }
+    return MF_OK;
+}
+
+mf_status mf_model_load(const char *path, mf_model **out) {
+    *out = NULL;
+    double t0 = mf_time_s();
+    mf_model *m = mf_calloc(1, sizeof *m);
+    if (!m) return MF_ERR_NOMEM;
+    mf_status st = mf_gguf_open(path, &m->gguf);
+    if (st) goto fail;
+    mf_str arch;
+    if ((st = mf_gguf_get_str(m->gguf, "general.architecture", &arch))) goto fail;
+    m->arch = MF_ARCH_COUNT;
+    for (int a = 0; a < MF_ARCH_COUNT; a++)
+        if (arch.len == strlen(arch_names[a]) && !memcmp(arch.ptr, arch_names[a], arch.len)) m->arch = (mf_arch)a;
+    if (m->arch == MF_ARCH_COUNT) {
+        st = mf_fail(MF_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (supported: llama, qwen2, qwen3)",
+                     (int)MF_MIN(arch.len, 64), arch.ptr);
+        goto fail;
+    }
+    m->arch_name = arch_names[m->arch];
+    if ((st = read_hparams(m))) goto fail;
+    m->n_weights = mf_gguf_n_tensors(m->gguf);
+    m->weights = mf_calloc((size_t)MF_MAX(m->n_weights, 1), sizeof *m->weights);
+    if (!m->weights) {
+        st = MF_ERR_NOMEM;
+        goto fail;
+    }
+    for (int64_t i = 0; i < m->n_weights; i++) {
+        const mf_gguf_tensor *t = mf_gguf_tensor_at(m->gguf, i);
+        mf_weight *w = &m->weights[i];
+        w->name = t->name;
+        w->type = t->type;
+        memcpy(w->ne, t->ne, sizeof w->ne);
+        w->row_bytes = mf_row_size(t->type, t->ne[0]);
+        w->data = t->data;
+    }
+    if ((st = load_weights(m))) goto fail;
+    m->load_s = mf_time_s() - t0;
+    *out = m;
+    return MF_OK;
+fail:
+    mf_fail_context(st, "loading model '%s'", path);
+    mf_model_free(m);
+    return st;
+}
+
+void mf_model_free(mf_model *m) {
+    if (!m) return;
+    free(m->layers);
+    free(m->weights);
+    mf_gguf_free(m->gguf);
+    free(m);
+}
