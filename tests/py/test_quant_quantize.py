@@ -203,3 +203,22 @@ def test_sigint_leaves_no_output(tmp_path):
     assert "interrupted" in err
     assert out.read_bytes() == b"previous contents"  # the old file is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.F32.gguf", "out.gguf"]
+
+
+def test_row_length_fallbacks(tmp_path):
+    """Rows that a 256-value super-block does not divide fall back like llama.cpp: Q4_K -> Q5_0,
+    Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 when 32 does not divide them either; a 32-block type has
+    no fallback (an error naming the tensor)."""
+    rng = np.random.default_rng(2)
+    src = tmp_path / "odd.F32.gguf"
+    write_f32_model(src, "llama", [("blk.0.ffn_up.weight", rng.standard_normal((64, 320), dtype=np.float32)),
+                                   ("blk.0.ffn_gate.weight", rng.standard_normal((64, 100), dtype=np.float32)),
+                                   ("blk.0.ffn_norm.weight", rng.standard_normal(100, dtype=np.float32))], 1)
+    for qtype, want in [("Q4_K", "Q5_0"), ("Q5_K", "Q5_1"), ("Q6_K", "Q8_0")]:
+        out = tmp_path / f"{qtype}.gguf"
+        quantize(src, out, qtype)
+        types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+        assert types == {"blk.0.ffn_up.weight": want, "blk.0.ffn_gate.weight": "F16", "blk.0.ffn_norm.weight": "F32"}
+    r = quantize(src, tmp_path / "q4_0.gguf", "Q4_0", check=False)
+    assert r.returncode == 1 and "blk.0.ffn_gate.weight" in r.stderr and "100" in r.stderr
+    assert not (tmp_path / "q4_0.gguf").exists()
