@@ -82,6 +82,16 @@ static void test_qwen2_facts(void) {
     CHECK(mf_gguf_get_arr(g, "tokenizer.ggml.tokens", MF_GGUF_STRING, &toks) == MF_OK && toks->arr.n == 4096);
     if (toks) CHECK(toks->arr.strs[4064].len == 13 && !memcmp(toks->arr.strs[4064].ptr, "<|endoftext|>", 13));
 
+    const mf_gguf_value *types;
+    int64_t tt;
+    double dd;
+    CHECK(mf_gguf_get_arr(g, "tokenizer.ggml.token_type", MF_GGUF_INT32, &types) == MF_OK && types->arr.n == 4096);
+    CHECK(mf_gguf_arr_get_i64(types, 0, &tt) && tt == 1);     /* normal token */
+    CHECK(mf_gguf_arr_get_i64(types, 4065, &tt) && tt == 3);  /* <|im_start|>: control */
+    CHECK(!mf_gguf_arr_get_i64(types, 4096, &tt));
+    CHECK(!mf_gguf_arr_get_f64(types, 0, &dd));
+    CHECK(!mf_gguf_arr_get_i64(toks, 0, &tt));
+
     /* Accessor statuses and messages. */
     CHECK(mf_gguf_get_u32(g, "general.architecture", &u) == MF_ERR_TYPE);
     CHECKF(strstr(mf_last_error(), "general.architecture") && strstr(mf_last_error(), "expected uint32, found string"),

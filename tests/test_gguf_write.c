@@ -79,11 +79,8 @@ static void compare(const char *name, const mf_gguf *a, const mf_gguf *b) {
     const mf_gguf_value *v = NULL;
     CHECK(mf_gguf_get_arr(b, "test.nested", MF_GGUF_ARRAY, &v) == MF_OK && v->arr.n == 2 && v->arr.items[0].arr.n == 3 &&
           v->arr.items[1].arr.n == 0 && v->arr.items[0].arr.type == MF_GGUF_INT32);
-    if (v && v->arr.n == 2) {
-        int32_t third;
-        memcpy(&third, (const char *)v->arr.items[0].arr.data + 8, 4);
-        CHECK(third == -3);
-    }
+    int64_t third = 0;
+    CHECK(v && v->arr.n == 2 && mf_gguf_arr_get_i64(&v->arr.items[0], 2, &third) && third == -3);
     CHECK(mf_gguf_get_arr(b, "test.deep", MF_GGUF_ARRAY, &v) == MF_OK && v->arr.n == 1 &&
           v->arr.items[0].arr.type == MF_GGUF_STRING && v->arr.items[0].arr.strs[1].len == 2 &&
           !memcmp(v->arr.items[0].arr.strs[1].ptr, "yz", 2));
@@ -145,6 +142,9 @@ static void test_alignment_and_replace(void) {
     CHECK(mf_gguf_writer_set_bool(w, "a.flag", true) == MF_OK);
     CHECK(mf_gguf_writer_set_i32(w, "a.neg", -5) == MF_OK);
     CHECK(mf_gguf_writer_set_u64(w, "a.big", 1ull << 40) == MF_OK);
+    static const float fl[2] = {1.5f, -2.5f};
+    mf_gguf_value fv = {.type = MF_GGUF_ARRAY, .arr = {.type = MF_GGUF_FLOAT32, .n = 2, .data = fl}};
+    CHECK(mf_gguf_writer_set_value(w, "a.floats", &fv) == MF_OK);
     CHECK(mf_gguf_writer_set_u32(w, "a.count", 7) == MF_OK); /* replaces in place */
     CHECK(mf_gguf_writer_set_u32(w, "gone", 7) == MF_OK);
     CHECK(mf_gguf_writer_remove(w, "gone") == MF_OK);
@@ -170,7 +170,7 @@ static void test_alignment_and_replace(void) {
     CHECKF(mf_gguf_open(out, &g) == MF_OK, "%s", mf_last_error());
     if (g) {
         CHECK(mf_gguf_alignment(g) == 64);
-        CHECK(mf_gguf_n_kv(g) == 7);
+        CHECK(mf_gguf_n_kv(g) == 8);
         CHECK(!strcmp(mf_gguf_kv_at(g, 2)->key, "a.count")); /* replaced in place, order kept */
         uint32_t u;
         int64_t i64;
@@ -184,6 +184,9 @@ static void test_alignment_and_replace(void) {
         CHECK(mf_gguf_get_u32(g, "a.neg", &u) == MF_ERR_RANGE);
         CHECK(mf_gguf_get_u64(g, "a.big", &u64) == MF_OK && u64 == 1ull << 40);
         CHECK(mf_gguf_get_u32(g, "a.big", &u) == MF_ERR_RANGE);
+        const mf_gguf_value *fa = NULL;
+        double d0 = 0;
+        CHECK(mf_gguf_get_arr(g, "a.floats", MF_GGUF_FLOAT32, &fa) == MF_OK && mf_gguf_arr_get_f64(fa, 1, &d0) && d0 == -2.5);
         const mf_gguf_tensor *t = mf_gguf_find_tensor(g, "t2");
         CHECK(t && t->offset == 64 && ((uintptr_t)t->data % 64) == 0 && !memcmp(t->data, q, 68));
         t = mf_gguf_find_tensor(g, "t1");

@@ -53,7 +53,8 @@ struct mf_gguf_value {
         struct {
             mf_gguf_vtype type;        /* element type */
             uint64_t n;                /* element count */
-            const void *data;          /* numeric/bool elements: packed little-endian, in the mapping */
+            const void *data;          /* numeric/bool elements: packed little-endian, in the mapping,
+                                          * possibly unaligned: read them with memcpy or mf_gguf_arr_* */
             const mf_str *strs;        /* STRING elements: n entries */
             const mf_gguf_value *items;/* ARRAY elements (nested arrays): n entries of type ARRAY */
         } arr;
@@ -97,6 +98,10 @@ int64_t mf_gguf_n_kv(const mf_gguf *g);
 const mf_gguf_kv *mf_gguf_kv_at(const mf_gguf *g, int64_t i);
 const mf_gguf_kv *mf_gguf_find_kv(const mf_gguf *g, const char *key); /* NULL if absent */
 const char *mf_gguf_vtype_name(mf_gguf_vtype t);
+/* Element i of a numeric array (any integer or bool element type / FLOAT32 or FLOAT64), read safely
+ * from its possibly unaligned place. false if arr is not such an array or i >= its length. */
+bool mf_gguf_arr_get_i64(const mf_gguf_value *arr, uint64_t i, int64_t *out);
+bool mf_gguf_arr_get_f64(const mf_gguf_value *arr, uint64_t i, double *out);
 /* Same type and contents (strings and arrays compared element by element, floats bit by bit). */
 bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b);
 

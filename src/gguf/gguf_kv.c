@@ -68,6 +68,38 @@ bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b) {
     }
 }
 
+bool mf_gguf_arr_get_i64(const mf_gguf_value *arr, uint64_t i, int64_t *out) {
+    if (arr->type != MF_GGUF_ARRAY || i >= arr->arr.n) return false;
+    mf_gguf_vtype t = arr->arr.type;
+    if (!mf_gguf_vtype_is_signed(t) && !mf_gguf_vtype_is_unsigned(t) && t != MF_GGUF_BOOL) return false;
+    size_t es = elem_size(t);
+    const uint8_t *p = (const uint8_t *)arr->arr.data + i * es;
+    uint64_t u = 0;
+    memcpy(&u, p, es); /* little-endian host: the low bytes */
+    if (mf_gguf_vtype_is_signed(t) && es < 8) {
+        unsigned shift = (unsigned)(64 - 8 * es);
+        *out = (int64_t)(u << shift) >> shift; /* sign-extend (arithmetic shift, as gcc and clang do) */
+    } else {
+        *out = (int64_t)u; /* UINT64 above INT64_MAX wraps: callers of huge ids check the range */
+    }
+    return true;
+}
+
+bool mf_gguf_arr_get_f64(const mf_gguf_value *arr, uint64_t i, double *out) {
+    if (arr->type != MF_GGUF_ARRAY || i >= arr->arr.n) return false;
+    const uint8_t *p = arr->arr.data;
+    if (arr->arr.type == MF_GGUF_FLOAT32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        *out = f;
+    } else if (arr->arr.type == MF_GGUF_FLOAT64) {
+        memcpy(out, p + 8 * i, 8);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 uint32_t mf_gguf_version(const mf_gguf *g) { return g->version; }
 uint32_t mf_gguf_alignment(const mf_gguf *g) { return g->parts[0].alignment; }
 uint32_t mf_gguf_n_parts(const mf_gguf *g) { return g->n_parts; }
