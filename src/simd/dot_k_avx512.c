@@ -109,9 +109,101 @@ static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
     return _mm512_reduce_add_ps(acc);
 }
 
-MF_SIMD_GEMM_FROM_DOT(gemm_q4_K, dot_q4_K_q8_K)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_K, dot_q5_K_q8_K)
-MF_SIMD_GEMM_FROM_DOT(gemm_q6_K, dot_q6_K_q8_K)
+/* ---- multi-row tiles: one weight row against up to MF_SIMD_GEMM_NC activation rows. Each
+ * super-block's weights and scales are unpacked once into registers; each activation row then
+ * costs only its loads, the multiplies and its own min/offset correction. ---- */
+#define NC MF_SIMD_GEMM_NC
+
+static inline void tile_k4(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
+                           float *out, size_t out_stride, bool five) {
+    const int64_t nb = n / MF_QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), nib_shift = counts(0, 4), sixteen = _mm512_set1_epi8(16);
+    __m512 acc[NC];
+    __m128 accm[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps(), accm[c] = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = base + (size_t)i * stride;
+        const mf_block_q4_K *hdr = (const mf_block_q4_K *)blk;
+        const uint8_t *qs = five ? ((const mf_block_q5_K *)blk)->qs : hdr->qs;
+        const float d = mf_x86_h2f(hdr->d), dmin = -mf_x86_h2f(hdr->dmin);
+        uint8_t sm[16];
+        mf_k4_unpack_scales(hdr->scales, sm);
+        const __m128i scales_mins = _mm_loadu_si128((const __m128i *)sm);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scales_mins));
+        const __m512i qh = five ? _mm512_broadcast_i64x4(mf_x86_load(((const mf_block_q5_K *)blk)->qh)) : _mm512_setzero_si512();
+        __m512i q[4], s[4];
+        for (int j = 0; j < 4; j++) {
+            q[j] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(mf_x86_load(qs + 32 * j)), nib_shift), m4);
+            if (five) {
+                const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
+                                                       _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+                q[j] = _mm512_mask_add_epi8(q[j], _mm512_test_epi8_mask(qh, bit), q[j], sixteen);
+            }
+            s[j] = _mm512_permutexvar_epi16(pick_k4(j), sc);
+        }
+        for (int c = 0; c < nc; c++) {
+            const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin * ab->d), _mm_cvtepi32_ps(k4_mins_dot(scales_mins, ab->bsums)), accm[c]);
+            __m512i sumi = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[j], _mm512_loadu_si512(ab->qs + 64 * j)), s[j]);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d * ab->d), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[(size_t)c * out_stride] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(m);
+    }
+}
+
+static void tile_q6_K(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
+                      float *out, size_t out_stride, bool unused) {
+    const int64_t nb = n / MF_QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+    const __m512i up = counts(4, 2), down = counts(0, 2);
+    __m512 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const mf_block_q6_K *w = (const mf_block_q6_K *)(base + (size_t)i * stride);
+        const float d = mf_x86_h2f(w->d);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        __m512i q[4], s[4];
+        for (int h = 0; h < 2; h++) {
+            const __m512i l = _mm512_loadu_si512(w->ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(mf_x86_load(w->qh + 32 * h));
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, up), m2));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, down), m2));
+            s[2 * h] = _mm512_permutexvar_epi16(pick_q6(2 * h), sc);
+            s[2 * h + 1] = _mm512_permutexvar_epi16(pick_q6(2 * h + 1), sc);
+        }
+        for (int c = 0; c < nc; c++) {
+            const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, mf_x86_load(ab->bsums)), 5);
+            __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
+            for (int k = 0; k < 4; k++)
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(ab->qs + 64 * k)), s[k]);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d * ab->d), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = _mm512_reduce_add_ps(acc[c]);
+}
+
+/* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
+#define TILE_GEMM(name, tile, stride, five)                                                           \
+    static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
+                     size_t a_stride, float *out, size_t out_stride) {                                \
+        for (int r = 0; r < nr; r++)                                                                  \
+            for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
+                tile(n, (const uint8_t *)w + (size_t)r * w_stride, stride,                            \
+                     (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),          \
+                     out + (size_t)c0 * out_stride + (size_t)r, out_stride, five);                    \
+    }
+TILE_GEMM(gemm_q4_K, tile_k4, sizeof(mf_block_q4_K), false)
+TILE_GEMM(gemm_q5_K, tile_k4, sizeof(mf_block_q5_K), true)
+TILE_GEMM(gemm_q6_K, tile_q6_K, sizeof(mf_block_q6_K), false)
 
 void mf_simd_register_avx512_k(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_K, Q8_K, dot_q4_K_q8_K, gemm_q4_K);
