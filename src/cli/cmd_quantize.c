@@ -36,7 +36,6 @@ static void quantize_usage(FILE *f) {
 
 typedef struct {
     bool tty;
-    int width; /* digits of the tensor count */
 } progress_state;
 
 static void print_shape(const int64_t *ne) {
@@ -51,7 +50,9 @@ static void print_shape(const int64_t *ne) {
 static void on_progress(void *user, const mf_quant_progress *p) {
     progress_state *ps = user;
     if (ps->tty ? p->done : !p->done) return; /* a terminal shows work in progress; a log, one line each */
-    fprintf(stderr, "%s[%*lld/%lld] %-34s %-5s -> %-5s ", ps->tty ? "\r\033[K" : "", ps->width,
+    int width = 1;
+    for (int64_t c = p->count; c >= 10; c /= 10) width++;
+    fprintf(stderr, "%s[%*lld/%lld] %-34s %-5s -> %-5s ", ps->tty ? "\r\033[K" : "", width,
             (long long)p->index + 1, (long long)p->count, p->name, mf_type_name(p->from), mf_type_name(p->to));
     print_shape(p->ne);
     if (!ps->tty) fputc('\n', stderr);
@@ -134,13 +135,8 @@ int cmd_quantize(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
 
-    progress_state ps = {.tty = isatty(STDERR_FILENO) != 0, .width = 1};
+    progress_state ps = {.tty = isatty(STDERR_FILENO) != 0};
     mf_quant_params p = {.ftype = ft, .n_threads = (int)nt, .cancel = &interrupted, .progress = on_progress, .user = &ps};
-    mf_gguf *probe = NULL;
-    if (mf_gguf_open(pos[0], &probe) == MF_OK) {
-        for (int64_t n = mf_gguf_n_tensors(probe); n >= 10; n /= 10) ps.width++;
-        mf_gguf_free(probe);
-    }
     mf_quant_stats st;
     const mf_status s = mf_quant_model(pos[0], pos[1], &p, &st);
     if (ps.tty) fputs("\r\033[K", stderr);
