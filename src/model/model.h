@@ -43,4 +43,7 @@ const mf_hparams *mf_model_hparams(const mf_model *m);
  * input when n_outputs < n_tokens) reach the output norm and lm_head. Nodes are only recorded. */
 mf_status mf_model_build_graph(const mf_model *m, int32_t n_tokens, int32_t n_outputs, mf_graph *g);
 
+/* Graphs this context has built so far (tests check that decoding reuses one). */
+int32_t mf_context_n_graph_builds(const mf_context *c);
+
 #endif /* MF_MODEL_H */
