@@ -16,6 +16,7 @@ static void tokenize_usage(FILE *f) {
             "  --json          print a JSON array of {\"id\", \"piece\"} objects\n"
             "  --no-special    treat control-token text (<|im_start|>, ...) as plain text\n"
             "  --no-add-special  do not add BOS/EOS even if the model asks for them\n"
+            "  --bench N       encode N times and print only the speed (best run) and token count\n"
             "Default output: one line per token, \"ID -> 'piece'\".\n");
 }
 
@@ -62,7 +63,11 @@ static void print_escaped(const uint8_t *b, size_t n) {
             size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
             bool ok = len && c <= 0xF4 && i + len <= n;
             for (size_t k = 1; ok && k < len; k++) ok = (b[i + k] & 0xC0) == 0x80;
-            if (ok && json_stringn((const char *)b + i, len) == NULL) ok = false; /* overlong / surrogate */
+            if (ok) {
+                json_t *j = json_stringn((const char *)b + i, len); /* rejects overlong forms, surrogates */
+                ok = j != NULL;
+                json_decref(j);
+            }
             if (ok) {
                 fwrite(b + i, 1, len, stdout);
                 i += len;
@@ -114,9 +119,12 @@ static int print_json(const mf_tokenizer *tok, const int32_t *ids, size_t n) {
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text_arg = NULL, *file = NULL;
     bool ids_only = false, json = false, parse_special = true, add_special = true;
+    const char *bench_arg = NULL;
+    long long bench = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_take_value(argc, argv, &i, "--file", &file);
+        if (!r) r = cli_take_value(argc, argv, &i, "--bench", &bench_arg);
         if (r < 0) return 2;
         if (r) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -136,6 +144,7 @@ int cmd_tokenize(int argc, char **argv) {
             return 2;
         }
     }
+    if (bench_arg && !cli_parse_int("--bench", bench_arg, 1, 1000000, &bench)) return 2;
     if (!model || (!text_arg && !file) || (text_arg && file)) {
         tokenize_usage(stderr);
         return 2;
@@ -178,7 +187,23 @@ int cmd_tokenize(int argc, char **argv) {
         cli_error_status(s, "tokenize");
         goto done;
     }
-    if (ids_only) {
+    if (bench) {
+        double best = 1e30;
+        for (long long r = 0; r < bench; r++) {
+            free(ids);
+            double t0 = mf_time_s();
+            s = mf_tokenizer_encode(tok, text, len, flags, &ids, &n);
+            double dt = mf_time_s() - t0;
+            if (s) {
+                cli_error_status(s, "tokenize");
+                goto done;
+            }
+            if (dt < best) best = dt;
+        }
+        printf("tokenize: %zu bytes -> %zu tokens, best of %lld: %.3f ms, %.2f MB/s\n", len, n, bench, best * 1e3,
+               len / best / 1e6);
+        rc = 0;
+    } else if (ids_only) {
         putchar('[');
         for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
         puts("]");
