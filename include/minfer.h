@@ -83,6 +83,7 @@ mf_context_params mf_context_default_params(void);
 mf_status mf_context_create(const mf_model *m, const mf_context_params *p, mf_context **out);
 void mf_context_free(mf_context *c);
 int32_t mf_context_n_ctx(const mf_context *c);
+int32_t mf_context_n_threads(const mf_context *c);
 
 /* A batch of tokens for one forward pass. pos NULL: each sequence continues from its length;
  * seq NULL: every token belongs to sequence 0; logits NULL: only the last token's logits are

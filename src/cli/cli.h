@@ -10,6 +10,7 @@
 
 /* The command table: X(name, function, one-line help). Add a line per command. */
 #define MF_CLI_COMMANDS(X)                                                                         \
+    X("run", cmd_run, "generate a reply to a prompt (also: minfer MODEL PROMPT)")                 \
     X("logits", cmd_logits, "write the logits of a list of token ids (float32)")                     \
     X("info", cmd_info, "describe a GGUF model: architecture, shapes, tokenizer, tensors")        \
     X("tokenize", cmd_tokenize, "show the token ids and pieces of a text")                         \

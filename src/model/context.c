@@ -110,6 +110,7 @@ void mf_context_free(mf_context *c) {
 }
 
 int32_t mf_context_n_ctx(const mf_context *c) { return c->p.n_ctx; }
+int32_t mf_context_n_threads(const mf_context *c) { return c->p.n_threads; }
 int32_t mf_context_n_graph_builds(const mf_context *c) { return c->n_builds; }
 int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }
 int32_t mf_context_seq_len(const mf_context *c, int32_t seq) { return mf_kv_seq_count(&c->kv, seq); }
