@@ -129,6 +129,17 @@ def test_q5_k_m_and_whole_file_types(tmp_path):
         types = {t.tensor_type.name for t in r.tensors if len([d for d in t.shape if d > 1]) >= 2}
         assert types == {qtype}
         assert metadata(r)["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
+    # F32 -> BF16 rounds to nearest even, and `minfer dump` reads BF16 back as the gguf package does
+    f32 = {t.name: np.asarray(t.data, dtype=np.float32).reshape(-1) for t in gguf.GGUFReader(src).tensors}
+    for t in gguf.GGUFReader(tmp_path / "BF16.gguf").tensors:
+        if t.tensor_type.name != "BF16":
+            continue
+        u = f32[t.name].view(np.uint32).astype(np.uint64)
+        want = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        assert np.array_equal(np.asarray(t.data).view(np.uint16).reshape(-1), want), t.name
+        dump = tmp_path / "bf16.f32"
+        subprocess.run([MINFER, "dump", str(tmp_path / "BF16.gguf"), t.name, "-o", str(dump)], check=True)
+        assert np.array_equal(np.fromfile(dump, dtype="<f4"), as_f32(t).astype(np.float32)), t.name
     # F32 -> F16 gives the same bytes as the F16 fixture (round to nearest even)
     ours = {t.name: np.asarray(t.data) for t in gguf.GGUFReader(tmp_path / "F16.gguf").tensors}
     for t in gguf.GGUFReader(MODELS / "mini-qwen2.F16.gguf").tensors:
