@@ -266,6 +266,19 @@ static void test_bad_cases(void) {
     CHECKF(open_bytes(good.p, good.n, &g) == MF_OK, "default file: %s", mf_last_error());
     free_desc(&d);
     free(good.p);
+    /* Also valid: version 2 (same layout), and a metadata-only file that ends before the padding. */
+    default_desc(&d);
+    d.version = 2;
+    good = serialize(&d);
+    CHECKF(open_bytes(good.p, good.n, &g) == MF_OK, "version 2: %s", mf_last_error());
+    free_desc(&d);
+    free(good.p);
+    default_desc(&d);
+    d.n_t = 0, d.pad_align = 0, d.data_size = 0;
+    good = serialize(&d);
+    CHECKF(good.n % 32 != 0 && open_bytes(good.p, good.n, &g) == MF_OK, "no tensors: %s", mf_last_error());
+    free_desc(&d);
+    free(good.p);
     for (size_t i = 0; i < MF_ARRAY_LEN(cases); i++) {
         default_desc(&d);
         cases[i].make(&d);
