@@ -98,7 +98,41 @@ static void test_errors(void) {
     CHECK(strstr(buf, "--stop") && strstr(buf, "--samplers") && strstr(buf, "--logit-bias") && strstr(buf, "--seed"));
 }
 
+/* The tokenizer bridge and the report line the run command prints. */
+static void test_vocab_bridge(void) {
+    mf_gguf *g = NULL;
+    mf_tokenizer *tok = NULL;
+    if (mf_gguf_open(fixture("models/vocab-qwen2.5.gguf"), &g) || mf_tokenizer_load(g, &tok)) {
+        CHECKF(0, "loading the vocabulary: %s", mf_last_error());
+        mf_gguf_free(g);
+        return;
+    }
+    int32_t nv = mf_tokenizer_n_vocab(tok);
+    mf_sampler_vocab v = mf_cli_sample_vocab(tok, nv, 256);
+    CHECK(v.n_vocab == nv && v.n_ctx == 256 && v.n_eog > 0 && v.piece);
+    int32_t id = mf_tokenizer_find(tok, "\xc4\xa0Hello", 7); /* stored as "Ġ" "Hello" */
+    size_t len = 0;
+    const char *text = id >= 0 ? v.piece(v.user, id, &len) : NULL;
+    CHECK(text && len == 6 && !memcmp(text, " Hello", 6));
+    CHECK(v.piece(v.user, nv + 5, &len) == NULL);
+    mf_cli_sample_opts o;
+    mf_cli_sample_opts_init(&o);
+    CHECK(PARSE(&o, "--seed", "31", "-l", " Hello+2", "--dry-multiplier", "0.5") == 1);
+    mf_sampler *s = NULL;
+    CHECKF(mf_sampler_create(&o.params, &v, &s) == MF_OK, "%s", mf_last_error());
+    char buf[1024] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    if (s) mf_cli_sample_report(f, s);
+    fclose(f);
+    CHECKF(strstr(buf, "seed: 31\n") && strstr(buf, "logit_bias(1)") && strstr(buf, "dry("), "report: %s", buf);
+    mf_sampler_free(s);
+    mf_cli_sample_opts_free(&o);
+    mf_tokenizer_free(tok);
+    mf_gguf_free(g);
+}
+
 int main(void) {
+    test_vocab_bridge();
     test_values();
     test_lists();
     test_errors();

@@ -10,7 +10,8 @@
  *       if (r > 0) continue;                                        // a sampling flag, consumed
  *       ... the command's own flags ...
  *   }
- *   then: mf_sampler_create(&so.params, &vocab, &smp); if (!so.seed_given) print the seed;
+ *   then: vocab = mf_cli_sample_vocab(tok, n_logits, n_ctx); mf_sampler_create(&so.params, &vocab, &smp);
+ *         mf_cli_sample_report(stderr, smp);
  *         mf_stop_create(so.stop, so.n_stop, &matcher); stop after so.n_predict tokens (-1: none);
  *   mf_cli_sample_opts_free(&so) after the sampler and matcher are created (they copy what they need).
  */
@@ -18,6 +19,7 @@
 #define MF_CLI_SAMPLE_ARGS_H
 
 #include "sample/sampler.h"
+#include "tok/tokenizer.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,5 +47,15 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o);
 
 /* The usage text block for these flags, with defaults. */
 void mf_cli_sample_usage(FILE *f);
+
+/* The sampler's view of a tokenizer: n_vocab (the width of the model's logits, which may exceed the
+ * tokenizer's count), n_ctx (resolves the -1 windows), token texts as printed (special tokens with
+ * their text) for DRY breakers and logit bias by text, and the end-of-generation ids. The
+ * tokenizer must outlive every sampler created with it. */
+mf_sampler_vocab mf_cli_sample_vocab(const mf_tokenizer *tok, int32_t n_vocab, int32_t n_ctx);
+
+/* Print the chain and the seed to f, e.g. "sampler: logits -> top_k(40) -> ... -> dist(seed 42)"
+ * and "seed: 42": a run without --seed can be repeated with the printed seed. */
+void mf_cli_sample_report(FILE *f, const mf_sampler *s);
 
 #endif /* MF_CLI_SAMPLE_ARGS_H */
