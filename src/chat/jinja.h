@@ -127,6 +127,7 @@ typedef struct jscope jscope;
 struct jscope {
     jscope *parent;
     jdict vars;
+    bool captured; /* a macro defined here keeps it alive, so a loop may not recycle it */
 };
 
 struct jmacro {

@@ -34,6 +34,7 @@ static jscope *scope_new(jctx *c, jscope *parent) {
     jscope *s = jarena_alloc(&c->arena, sizeof *s);
     s->parent = parent;
     s->vars = *jv_dict_new(c, 4).d;
+    s->captured = false;
     return s;
 }
 
@@ -262,6 +263,9 @@ static const char *op_sym(jop op) {
 
 static jv repeat(jctx *c, jv seq, int64_t times) {
     if (times < 0) times = 0;
+    size_t unit = seq.type == JV_STR ? seq.s.n : seq.l->n * sizeof(jv), total;
+    if (!mf_mul_size(unit, (size_t)times, &total) || total > c->max_output)
+        jinja_error(c, MF_ERR_RANGE, "repeating a %s %lld times exceeds the output limit of %zu bytes", jv_type_name(seq), (long long)times, c->max_output);
     if (seq.type == JV_STR) {
         jbuf b = jbuf_make(c);
         for (int64_t i = 0; i < times; i++) jinja_step(c), jbuf_put(&b, seq.s.p, seq.s.n);
@@ -405,6 +409,7 @@ static jv call_macro(jctx *c, jmacro *m, jv *args, int nargs, const char **kwn, 
     bool *set = jarena_alloc(&c->arena, (size_t)np + 1);
     memset(set, 0, (size_t)np + 1);
     jv varargs = jv_list_new(c, 0), kwargs = jv_dict_new(c, 0);
+    varargs.flags = JV_TUPLE;
     for (int i = 0; i < nargs; i++) {
         if (i < np) jscope_set(c, s, def->kw_names[i], args[i]), set[i] = true;
         else jv_list_push(c, varargs, args[i]);
@@ -567,9 +572,11 @@ static flow exec_for(jctx *c, jscope *s, const jnode *n) {
     jlist *items = seq.l;
     if (n->c) { /* `for x in xs if cond`: filter first, so loop.length and loop.last see the survivors */
         jv kept = jv_list_new(c, items->n);
+        jscope *fs = NULL;
         for (size_t i = 0; i < items->n; i++) {
             jinja_step(c);
-            jscope *fs = scope_new(c, s);
+            if (!fs) fs = scope_new(c, s);
+            fs->vars.n = 0;
             assign(c, fs, n->d, items->v[i]);
             if (jv_truthy(jinja_eval(c, fs, n->c))) jv_list_push(c, kept, items->v[i]);
         }
@@ -577,14 +584,15 @@ static flow exec_for(jctx *c, jscope *s, const jnode *n) {
     }
     jloop *l = jarena_alloc(&c->arena, sizeof *l);
     l->items = items;
-    l->depth = 1;
-    jv outer = jscope_get(s, "loop");
-    if (outer.type == JV_LOOP) l->depth = outer.loop->depth + 1;
+    l->depth = 1; /* deeper only for recursive loops, which minfer does not support */
     jv lv = {.type = JV_LOOP};
     lv.loop = l;
+    jscope *is = NULL;
     for (size_t i = 0; i < items->n; i++) {
         jinja_step(c);
-        jscope *is = scope_new(c, s);
+        /* a fresh scope per iteration; the previous one is reused unless a macro captured it */
+        if (!is || is->captured) is = scope_new(c, s);
+        else is->vars.n = 0;
         l->index0 = i;
         assign(c, is, n->d, items->v[i]);
         jscope_set(c, is, "loop", lv);
@@ -616,6 +624,7 @@ static flow exec_stmt(jctx *c, jscope *s, const jnode *n) {
         m.m = jarena_alloc(&c->arena, sizeof *m.m);
         m.m->def = n;
         m.m->closure = s;
+        s->captured = true;
         m.m->caller = jv_undef("caller");
         if (n->kind == JN_MACRO) {
             jscope_set(c, s, n->name, m);

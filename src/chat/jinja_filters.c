@@ -267,6 +267,8 @@ static jv f_round(FARGS) {
     UNUSED_ARGS;
     jv prec = A(0, "precision", jv_int(0)), method = A(1, "method", jv_cstr("common"));
     if (!is_num(v)) jinja_error(c, MF_ERR_FORMAT, "round: expected a number, got '%s'", jv_type_name(v));
+    bool common = !(method.type == JV_STR && (method.s.n == 4 || method.s.n == 5) && (!memcmp(method.s.p, "ceil", 4) || !memcmp(method.s.p, "floor", 5)));
+    if (common && v.type != JV_FLOAT && prec.type == JV_INT && prec.i >= 0) return jv_int(v.type == JV_INT ? v.i : v.b); /* Python: round(int, n) is that int */
     int p = prec.type == JV_INT ? (int)MF_MAX(-20, MF_MIN(prec.i, 20)) : 0;
     double x = num_f(v), scale = pow(10.0, p);
     if (method.type == JV_STR && method.s.n == 4 && !memcmp(method.s.p, "ceil", 4)) return jv_float(ceil(x * scale) / scale);
@@ -533,6 +535,8 @@ static jv f_attr(FARGS) {
     UNUSED_ARGS;
     jv name = A(0, "name", jv_none());
     if (name.type != JV_STR) jinja_error(c, MF_ERR_FORMAT, "attr: expected an attribute name");
+    /* attributes only: a dict's keys are items, not attributes */
+    if (v.type == JV_DICT && !jinja_has_method(v, name.s.p, name.s.n)) return jv_undef("attribute");
     return jinja_getattr(c, v, name.s.p, name.s.n);
 }
 
