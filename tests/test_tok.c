@@ -355,6 +355,53 @@ static void test_long_runs(const mf_tokenizer *t) {
     free(buf);
 }
 
+/* Arbitrary bytes (mostly invalid UTF-8) encode without error, decode to their NFC form exactly, and
+ * stream as valid UTF-8 only. */
+static void test_random_bytes(const mf_tokenizer *t) {
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    uint8_t text[96];
+    uint8_t *norm = NULL;
+    size_t cap = 0, bad = 0;
+    mf_tok_stream *s;
+    CHECK(mf_tok_stream_create(t, MF_TOK_DECODE_SPECIAL, &s) == MF_OK);
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t n = (size_t)(iter % 96);
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            /* Bias toward UTF-8 lead/continuation bytes, ASCII and '<' so every path is hit. */
+            static const uint8_t pick[] = {'<', '|', ' ', 'a', '1', '\n', 0x80, 0xBF, 0xC3, 0xE4, 0xF0, 0x9F, 0xCC, 0x81};
+            text[i] = (x >> 40) % 3 ? pick[(x >> 20) % sizeof pick] : (uint8_t)(x >> 8);
+        }
+        int32_t *ids;
+        size_t m, nl;
+        char *dec;
+        size_t dl;
+        if (mf_tokenizer_encode(t, (const char *)text, n, MF_TOK_PARSE_SPECIAL, &ids, &m) != MF_OK ||
+            mf_tokenizer_decode(t, ids, m, MF_TOK_DECODE_SPECIAL, &dec, &dl) != MF_OK) {
+            bad++;
+            continue;
+        }
+        /* Text is normalized between special tokens, not across them; these inputs never put a mark
+         * that composes with '>' right after one, so NFC of the whole is the same. */
+        CHECK(mf_nfc(text, n, &norm, &cap, &nl) == MF_OK);
+        if (dl != nl || memcmp(dec, norm, nl) != 0) bad++;
+        mf_tok_stream_reset(s);
+        for (size_t i = 0; i < m; i++) {
+            const char *o;
+            size_t l;
+            if (mf_tok_stream_push(s, ids[i], &o, &l) != MF_OK || (l && !valid_utf8(o, l))) bad++;
+        }
+        const char *o;
+        size_t l;
+        if (mf_tok_stream_flush(s, &o, &l) != MF_OK || (l && !valid_utf8(o, l))) bad++;
+        free(ids);
+        free(dec);
+    }
+    CHECKF(bad == 0, "%zu random byte strings failed", bad);
+    mf_tok_stream_free(s);
+    free(norm);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/minfer-tok-XXXXXX");
     CHECK(mkdtemp(tmpdir) != NULL);
@@ -373,6 +420,7 @@ int main(void) {
         test_specials(q3);
         test_stream(q3);
         test_long_runs(q3);
+        test_random_bytes(q3);
         if (cases) {
             check_cases(q3, cases, "ids", MF_TOK_PARSE_SPECIAL | MF_TOK_ADD_SPECIAL, true);
             check_cases(q3, cases, "ids_plain", 0, false);

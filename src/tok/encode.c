@@ -267,9 +267,9 @@ static mf_status encode_segment(enc *e, const uint8_t *s, size_t n) {
 
 /* The longest added token allowed by flags at s[0..n), or NULL. */
 static const mf_tok_added *match_added(const mf_tokenizer *t, const uint8_t *s, size_t n, bool parse_special) {
-    for (size_t i = 0; i < t->n_added; i++) {
+    for (size_t i = t->added_start[s[0]]; i < t->added_start[s[0] + 1]; i++) {
         const mf_tok_added *a = &t->added[i];
-        if (a->len <= n && a->text[0] == s[0] && (parse_special || !a->control) && memcmp(a->text, s, a->len) == 0)
+        if (a->len <= n && (parse_special || !a->control) && memcmp(a->text, s, a->len) == 0)
             return a;
     }
     return NULL;

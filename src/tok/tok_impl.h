@@ -47,8 +47,9 @@ struct mf_tokenizer {
 
     int32_t byte_tok[256]; /* token of each single byte (byte-level character) */
 
-    mf_tok_added *added; /* sorted by length, longest first */
+    mf_tok_added *added; /* sorted by first byte, then longest first */
     size_t n_added;
+    uint32_t added_start[257]; /* tokens starting with byte b: added[added_start[b] .. added_start[b + 1]) */
     uint8_t added_first[256]; /* bit 0: some added token starts with this byte; bit 1: a non-control one */
 
     int32_t *eog_ids;

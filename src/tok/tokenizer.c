@@ -234,6 +234,7 @@ static int cmp_i32(const void *a, const void *b) {
 
 static int cmp_added(const void *a, const void *b) {
     const mf_tok_added *x = a, *y = b;
+    if (x->text[0] != y->text[0]) return x->text[0] < y->text[0] ? -1 : 1;
     if (x->len != y->len) return x->len > y->len ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
 }
@@ -311,6 +312,10 @@ static mf_status load_specials(mf_tokenizer *t, const mf_gguf *g) {
         t->added_first[a->text[0]] |= (uint8_t)(a->control ? 1 : 3);
     }
     qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
+    for (size_t i = 0, b = 0; b <= 256; b++) {
+        while (i < t->n_added && t->added[i].text[0] < b) i++;
+        t->added_start[b] = (uint32_t)i;
+    }
     return MF_OK;
 }
 
