@@ -261,6 +261,25 @@ static void test_temperature(void) {
     mf_sampler_free(s);
 }
 
+static void test_dynatemp(void) {
+    /* p = 0.1, 0.2, 0.3, 0.4: H / ln 4 = 0.9233, so t = 0.5 + (1.5 - 0.5) * 0.9233^2 with exponent 2 */
+    float l[4] = {(float)log(1.0), (float)log(2.0), (float)log(3.0), (float)log(4.0)};
+    double h = 0;
+    for (int i = 1; i <= 4; i++) h -= i / 10.0 * log(i / 10.0);
+    double t = 0.5 + 1.0 * pow(h / log(4.0), 2.0);
+    mf_sampler_params p = one_stage(MF_STAGE_TEMPERATURE);
+    p.temp = 1.0f, p.dynatemp_range = 0.5f, p.dynatemp_exponent = 2.0f;
+    mf_sampler *s = make(&p, 4);
+    expect(s, l, (int32_t[]){0, 1, 2, 3}, (double[]){1, pow(2, 1 / t), pow(3, 1 / t), pow(4, 1 / t)}, 4, "dynatemp");
+    mf_sampler_free(s);
+    /* range wider than temp: the low end is 0 and a one-hot distribution (H = 0) becomes greedy */
+    float one[4] = {0, 200, 0, 0}; /* exp(-200) underflows: H = 0 exactly */
+    p.temp = 0.3f, p.dynatemp_range = 1.0f, p.dynatemp_exponent = 1.0f;
+    s = make(&p, 4);
+    expect(s, one, (int32_t[]){1}, (double[]){1}, 1, "dynatemp greedy end");
+    mf_sampler_free(s);
+}
+
 static const char *vocab4_piece(void *user, int32_t id, size_t *len) {
     static const char *t[4] = {"a", "b", "Hello", "c"};
     (void)user;
@@ -476,6 +495,18 @@ static void test_seed(void) {
     mf_sampler_reset(s1);
     draw_seq(s1, l, c, T);
     CHECK(memcmp(a, c, sizeof a) == 0);
+    /* dist + draw is sample: the same tokens from the same seed. */
+    mf_sampler *s5 = make(&p, N);
+    int32_t e[T];
+    for (int i = 0; i < T; i++) {
+        const mf_sampler_candidate *cd;
+        size_t nc;
+        CHECK(mf_sampler_dist(s5, l, &cd, &nc) == MF_OK && mf_sampler_draw(s5, &e[i]) == MF_OK);
+        CHECK(mf_sampler_accept(s5, e[i]) == MF_OK);
+    }
+    CHECK(memcmp(a, e, sizeof a) == 0);
+    CHECK(mf_sampler_draw(s5, &e[0]) == MF_ERR_ARG); /* nothing pending */
+    mf_sampler_free(s5);
     p.seed = 778;
     mf_sampler *s3 = make(&p, N);
     draw_seq(s3, l, d, T);
@@ -550,6 +581,7 @@ int main(void) {
     test_top_n_sigma();
     test_xtc();
     test_temperature();
+    test_dynatemp();
     test_logit_bias();
     test_mirostat();
     test_default_chain_reference();

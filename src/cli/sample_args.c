@@ -104,6 +104,8 @@ static const struct {
     double lo, hi;
 } num_flags[] = {
     {"--temp", "--temperature", K_FLOAT, offsetof(mf_sampler_params, temp), -1e6, 1e6},
+    {"--dynatemp-range", NULL, K_FLOAT, offsetof(mf_sampler_params, dynatemp_range), 0, 1e6},
+    {"--dynatemp-exp", NULL, K_FLOAT, offsetof(mf_sampler_params, dynatemp_exponent), 0, 1e6},
     {"--top-k", NULL, K_INT, offsetof(mf_sampler_params, top_k), -2147483647.0, 2147483647.0},
     {"--top-p", NULL, K_FLOAT, offsetof(mf_sampler_params, top_p), 0, 1},
     {"--min-p", NULL, K_FLOAT, offsetof(mf_sampler_params, min_p), 0, 1},
@@ -275,6 +277,8 @@ void mf_cli_sample_usage(FILE *f) {
     fputs("sampling (llama.cpp's flags and defaults):\n"
           "  -s, --seed N              random seed, -1 = random (printed) (default: -1)\n"
           "  --temp N                  temperature, <= 0 = greedy (default: 0.8)\n"
+          "  --dynatemp-range N        dynamic temperature: temp +- N by the entropy, 0 = off (default: 0)\n"
+          "  --dynatemp-exp N          dynamic temperature exponent (default: 1.0)\n"
           "  --top-k N                 top-k, <= 0 = off (default: 40)\n"
           "  --top-p N                 top-p (nucleus), 1.0 = off (default: 0.95)\n"
           "  --min-p N                 min-p, 0.0 = off (default: 0.05)\n"

@@ -104,6 +104,8 @@ mf_sampler_params mf_sampler_default_params(void) {
         .typ_p = 1.0f,
         .top_n_sigma = -1.0f,
         .temp = 0.8f,
+        .dynatemp_range = 0.0f,
+        .dynatemp_exponent = 1.0f,
         .xtc_probability = 0.0f,
         .xtc_threshold = 0.1f,
         .min_keep = 0,
@@ -147,6 +149,8 @@ mf_status mf_sampler_params_check(const mf_sampler_params *p) {
         (st = check_float("typ_p", p->typ_p, 0.0f, 1.0f)) ||
         (st = check_float("top_n_sigma", p->top_n_sigma, -1e30f, 1e30f)) ||
         (st = check_float("temp", p->temp, -1e30f, 1e30f)) ||
+        (st = check_float("dynatemp_range", p->dynatemp_range, 0.0f, 1e30f)) ||
+        (st = check_float("dynatemp_exponent", p->dynatemp_exponent, 0.0f, 1e6f)) ||
         (st = check_float("xtc_probability", p->xtc_probability, 0.0f, 1.0f)) ||
         (st = check_float("xtc_threshold", p->xtc_threshold, 0.0f, 1.0f)) ||
         (st = check_int("min_keep", p->min_keep, 0, INT32_MAX)) ||
@@ -318,7 +322,7 @@ static void run_chain(mf_sampler *s, const float *logits) {
         case MF_STAGE_TOP_P: mf_stage_top_p(s); break;
         case MF_STAGE_MIN_P: mf_stage_min_p(s); break;
         case MF_STAGE_XTC: mf_stage_xtc(s); break;
-        case MF_STAGE_TEMPERATURE: mf_stage_temperature(s, s->p.temp); break;
+        case MF_STAGE_TEMPERATURE: mf_stage_dynatemp(s); break;
         case MF_STAGE_COUNT: MF_ASSERT(0);
         }
     }
@@ -335,6 +339,7 @@ mf_status mf_sampler_dist(mf_sampler *s, const float *logits, const mf_sampler_c
     *n = s->n_cand;
     if (s->n_cand == 0) return no_candidates();
     mf_sampler_softmax(s);
+    s->dist_pending = true;
     return MF_OK;
 }
 
@@ -377,14 +382,26 @@ static mf_status draw_dense(mf_sampler *s, int32_t *token) {
     return MF_OK;
 }
 
+static void draw_and_update(mf_sampler *s, int32_t *token) {
+    size_t i = draw_sparse(s);
+    *token = s->cand[i].id;
+    if (s->p.mirostat) mf_mirostat_update(s, s->cand[i].p);
+}
+
 mf_status mf_sampler_sample(mf_sampler *s, const float *logits, int32_t *token) {
+    s->dist_pending = false;
     run_chain(s, logits);
     if (s->dense) return draw_dense(s, token);
     if (s->n_cand == 0) return no_candidates();
     mf_sampler_softmax(s);
-    size_t i = draw_sparse(s);
-    *token = s->cand[i].id;
-    if (s->p.mirostat) mf_mirostat_update(s, s->cand[i].p);
+    draw_and_update(s, token);
+    return MF_OK;
+}
+
+mf_status mf_sampler_draw(mf_sampler *s, int32_t *token) {
+    if (!s->dist_pending) return mf_fail(MF_ERR_ARG, "mf_sampler_draw: call mf_sampler_dist first (once per draw)");
+    s->dist_pending = false;
+    draw_and_update(s, token);
     return MF_OK;
 }
 
@@ -421,7 +438,9 @@ void mf_sampler_describe(const mf_sampler *s, char *buf, size_t size) {
                     PUT(" -> xtc(p %g, threshold %g)", p->xtc_probability, p->xtc_threshold);
                 break;
             case MF_STAGE_TEMPERATURE:
-                if (p->temp <= 0) PUT(" -> greedy");
+                if (p->dynatemp_range > 0)
+                    PUT(" -> dynatemp(%g +- %g, exponent %g)", p->temp, p->dynatemp_range, p->dynatemp_exponent);
+                else if (p->temp <= 0) PUT(" -> greedy");
                 else PUT(" -> temperature(%g)", p->temp);
                 break;
             case MF_STAGE_COUNT: break;

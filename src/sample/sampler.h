@@ -61,6 +61,8 @@ typedef struct mf_sampler_params {
     float typ_p;         /* 1.0 = disabled */
     float top_n_sigma;   /* -1; <= 0 disables */
     float temp;          /* 0.8; <= 0 keeps only the most likely token (greedy) */
+    float dynatemp_range;    /* 0 = off; else the temperature is temp +- range, by the entropy */
+    float dynatemp_exponent; /* 1.0 */
     float xtc_probability; /* 0 = disabled */
     float xtc_threshold;   /* 0.1; > 0.5 disables */
     int32_t min_keep;      /* 0; top-p, min-p, typical and XTC keep at least this many tokens */
@@ -132,6 +134,12 @@ mf_status mf_sampler_sample(mf_sampler *s, const float *logits, int32_t *token);
  * still consumes its random number. */
 mf_status mf_sampler_dist(mf_sampler *s, const float *logits, const mf_sampler_candidate **cands,
                           size_t *n);
+
+/* Draw a token from the distribution the last mf_sampler_dist call returned (and update Mirostat),
+ * so a caller can read the probabilities (the server's logprobs) and sample from the same chain
+ * run: mf_sampler_dist + mf_sampler_draw = mf_sampler_sample. MF_ERR_ARG when no mf_sampler_dist
+ * result is pending (each result is drawn from at most once). */
+mf_status mf_sampler_draw(mf_sampler *s, int32_t *token);
 
 /* Add a token to the history (prompt tokens first, then each generated token). MF_ERR_RANGE for an
  * id outside [0, n_vocab). */

@@ -55,6 +55,7 @@ struct mf_sampler {
     mf_scored *scored;             /* [n_vocab] scratch (typical), NULL when no typical stage */
     size_t n_cand;
     bool dense, sorted;
+    bool dist_pending; /* cand holds a normalized distribution not yet drawn from */
 
     /* penalties: counts over the window, and the distinct tokens in it with their positions. */
     bool pen_on;
@@ -93,6 +94,8 @@ void mf_stage_typical(mf_sampler *s);
 void mf_stage_top_n_sigma(mf_sampler *s);
 void mf_stage_xtc(mf_sampler *s);
 void mf_stage_temperature(mf_sampler *s, float temp);
+/* The temperature stage of the chain: plain, or dynamic when dynatemp_range > 0. */
+void mf_stage_dynatemp(mf_sampler *s);
 /* Mirostat's truncation; the update after the draw is mf_mirostat_update. */
 void mf_stage_mirostat(mf_sampler *s);
 void mf_mirostat_update(mf_sampler *s, float p_chosen);

@@ -400,6 +400,28 @@ void mf_stage_temperature(mf_sampler *s, float temp) {
     s->sorted = true;
 }
 
+/* Dynamic temperature: t = min + (max - min) * (H / H_max)^exponent over [temp - range, temp + range]
+ * (the lower end clamped at 0), H the entropy of the current candidates and H_max = ln(count). */
+void mf_stage_dynatemp(mf_sampler *s) {
+    float range = s->p.dynatemp_range, temp = s->p.temp;
+    if (range <= 0.0f) {
+        mf_stage_temperature(s, temp);
+        return;
+    }
+    mf_sampler_materialize(s);
+    size_t n = s->n_cand;
+    if (n <= 1) return;
+    float lo = fmaxf(0.0f, temp - range), hi = temp + range;
+    float h_max = -logf(1.0f / (float)n);
+    mf_sampler_softmax(s);
+    float h = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float p = s->cand[i].p;
+        if (p > 0.0f) h -= p * logf(p);
+    }
+    mf_stage_temperature(s, lo + (hi - lo) * powf(h / h_max, s->p.dynatemp_exponent));
+}
+
 /* Mirostat v1 estimates the Zipf exponent s_hat from the top 100 probabilities and keeps the k
  * tokens that make the expected surprise mu; v2 keeps the tokens whose surprise -log2 p is at most
  * mu. Both renormalize; the draw and the update of mu follow in the caller. */
