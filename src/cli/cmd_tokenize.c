@@ -9,7 +9,7 @@
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
-            "usage: minfer tokenize MODEL (TEXT | - | --file F) [options]\n"
+            "usage: minfer tokenize MODEL (TEXT | - | --file F) [options] [-- TEXT]\n"
             "  TEXT            the text to tokenize; '-' reads standard input\n"
             "  --file F        read the text from file F (bytes exactly as they are)\n"
             "  --ids           print only the ids, as one JSON array on one line\n"
@@ -121,26 +121,36 @@ int cmd_tokenize(int argc, char **argv) {
     bool ids_only = false, json = false, parse_special = true, add_special = true;
     const char *bench_arg = NULL;
     long long bench = 0;
+    bool options_done = false; /* after "--", every argument is positional (text may start with "--") */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (options_done || a[0] != '-' || a[1] != '-' || !a[2]) {
+            if (!options_done && !strcmp(a, "--")) options_done = true;
+            else if (!options_done && !strcmp(a, "-h")) {
+                tokenize_usage(stdout);
+                return 0;
+            }
+            else if (!model) model = a;
+            else if (!text_arg) text_arg = a;
+            else {
+                cli_error("tokenize: unexpected argument '%s' (quote the text as one argument)", a);
+                return 2;
+            }
+            continue;
+        }
         int r = cli_take_value(argc, argv, &i, "--file", &file);
         if (!r) r = cli_take_value(argc, argv, &i, "--bench", &bench_arg);
         if (r < 0) return 2;
         if (r) continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (!strcmp(a, "--help")) {
             tokenize_usage(stdout);
             return 0;
         } else if (!strcmp(a, "--ids")) ids_only = true;
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--no-special")) parse_special = false;
         else if (!strcmp(a, "--no-add-special")) add_special = false;
-        else if (a[0] == '-' && a[1] == '-' && !model) {
-            cli_error("tokenize: unknown option '%s'", a);
-            return 2;
-        } else if (!model) model = a;
-        else if (!text_arg) text_arg = a;
         else {
-            cli_error("tokenize: unexpected argument '%s' (quote the text as one argument)", a);
+            cli_error("tokenize: unknown option '%s' (use -- before a text that starts with --)", a);
             return 2;
         }
     }

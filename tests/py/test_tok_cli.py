@@ -100,6 +100,9 @@ def test_model_file_and_errors(tmp_path):
     assert r.returncode == 1 and r.stderr.decode().count("\n") == 1 and b"missing.gguf" in r.stderr
     assert run(QWEN3).returncode == 2
     assert run(QWEN3, "x", "--bogus").returncode == 2
+    assert run(QWEN3, "--bogus", "x").returncode == 2
+    r = run(QWEN3, "--ids", "--", "--bogus")
+    assert r.returncode == 0 and json.loads(r.stdout) == ids_of(QWEN3, "-", stdin=b"--bogus")
     assert run(QWEN3, "x", "--file").returncode == 2
 
 
