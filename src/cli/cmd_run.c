@@ -45,12 +45,6 @@ static char *read_stdin(void) {
     return buf;
 }
 
-static const char *token_piece(void *user, int32_t id, size_t *len) {
-    const uint8_t *b = NULL;
-    if (mf_tokenizer_token_to_bytes(user, id, MF_TOK_DECODE_SPECIAL, &b, len) != MF_OK) return NULL;
-    return (const char *)b;
-}
-
 /* The prompt text the model sees: the chat template applied to [system], user, or the raw text. */
 static mf_status format_prompt(const mf_model *m, const char *system, const char *user, char **out) {
     mf_chat_template *t = NULL;
@@ -206,14 +200,9 @@ int cmd_run(int argc, char **argv) {
     if (o.json && (st = mf_context_dump_graph(c, dump_n, 1, "json", o.json))) goto fail;
 
     what = "sampler";
-    size_t n_eog = 0;
-    const int32_t *eog = mf_tokenizer_eog_ids(tok, &n_eog);
-    mf_sampler_vocab sv = {.n_vocab = mf_model_n_vocab(m), .n_ctx = n_ctx, .piece = token_piece, .user = tok,
-                           .eog = eog, .n_eog = n_eog};
+    mf_sampler_vocab sv = mf_cli_sample_vocab(tok, mf_model_n_vocab(m), n_ctx);
     if ((st = mf_sampler_create(&so.params, &sv, &smp))) goto fail;
-    char desc[512];
-    mf_sampler_describe(smp, desc, sizeof desc);
-    fprintf(stderr, "minfer: sampler %s, seed %u\n", desc, (unsigned)mf_sampler_seed(smp));
+    mf_cli_sample_report(stderr, smp);
     if ((st = mf_tok_stream_create(tok, 0, &stream))) goto fail;
     if ((st = mf_tok_stream_set_stops(stream, so.stop, so.n_stop))) goto fail;
     for (size_t i = 0; i < n_ids; i++) mf_sampler_accept(smp, ids[i]);
@@ -248,6 +237,7 @@ int cmd_run(int argc, char **argv) {
             reason = "stop string";
             break;
         }
+        if (so.n_predict >= 0 && n_gen >= so.n_predict) break;
         if (pos + 1 >= n_ctx) {
             reason = "context full";
             break;
