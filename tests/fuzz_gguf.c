@@ -23,7 +23,12 @@ static void walk_value(const mf_gguf_value *v) {
         } else if (v->arr.type == MF_GGUF_ARRAY) {
             for (uint64_t i = 0; i < v->arr.n; i++) walk_value(&v->arr.items[i]);
         } else if (v->arr.n) {
-            sink += ((const unsigned char *)v->arr.data)[0];
+            int64_t x = 0;
+            double d = 0;
+            /* Integer and float readers each accept their own element types only. */
+            MF_ASSERT(mf_gguf_arr_get_i64(v, v->arr.n - 1, &x) != mf_gguf_arr_get_f64(v, v->arr.n - 1, &d));
+            MF_ASSERT(!mf_gguf_arr_get_i64(v, v->arr.n, &x));
+            sink += (uint64_t)x + (uint64_t)(d != 0);
         }
     }
 }
