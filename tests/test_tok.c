@@ -25,8 +25,9 @@ static mf_tokenizer *load_tok(const char *path) {
     return t;
 }
 
-/* Copy of the GGUF at src with tokenizer.ggml.pre set to pre (NULL: removed), written to dst. */
-static bool write_variant(const char *src, const char *dst, const char *pre) {
+/* Copy of the GGUF at src with tokenizer.ggml.pre set to pre (NULL: removed) and, if key is not
+ * NULL, the integer key set to val, written to dst. */
+static bool write_variant_kv(const char *src, const char *dst, const char *pre, const char *key, int32_t val) {
     mf_gguf *g = NULL;
     mf_gguf_writer *w = NULL;
     bool ok = mf_gguf_open(src, &g) == MF_OK && mf_gguf_writer_create(&w) == MF_OK;
@@ -36,6 +37,7 @@ static bool write_variant(const char *src, const char *dst, const char *pre) {
     }
     if (ok) ok = (pre ? mf_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre)
                       : mf_gguf_writer_remove(w, "tokenizer.ggml.pre")) == MF_OK;
+    if (ok && key) ok = mf_gguf_writer_set_i32(w, key, val) == MF_OK;
     if (ok) ok = mf_gguf_writer_begin(w, dst) == MF_OK && mf_gguf_writer_finish(w) == MF_OK;
     CHECKF(ok, "writing %s: %s", dst, mf_last_error());
     mf_gguf_writer_free(w);
@@ -47,6 +49,10 @@ static bool valid_utf8(const void *p, size_t n) {
     json_t *j = json_stringn(p, n); /* jansson validates UTF-8 */
     json_decref(j);
     return j != NULL;
+}
+
+static bool write_variant(const char *src, const char *dst, const char *pre) {
+    return write_variant_kv(src, dst, pre, NULL, 0);
 }
 
 static bool ids_equal(const int32_t *a, size_t na, const json_t *expected) {
@@ -326,6 +332,22 @@ static void test_errors(void) {
         mf_status s = mf_tokenizer_load(g, &t);
         CHECKF(s == MF_ERR_UNSUPPORTED && strstr(mf_last_error(), "no-such-pre"), "unknown pre: %s", mf_last_error());
         CHECK(t == NULL);
+    }
+    mf_gguf_free(g);
+    g = NULL;
+    if (write_variant_kv(fixture("models/vocab-qwen3.gguf"), path, "qwen2", "tokenizer.ggml.eos_token_id", 151936) &&
+        mf_gguf_open(path, &g) == MF_OK) {
+        mf_status s = mf_tokenizer_load(g, &t);
+        CHECKF(s == MF_ERR_FORMAT && strstr(mf_last_error(), "151936") && strstr(mf_last_error(), "eos_token_id"),
+               "eos out of range: %s", mf_last_error());
+    }
+    mf_gguf_free(g);
+    g = NULL;
+    /* -1 means "none". */
+    if (write_variant_kv(fixture("models/vocab-qwen3.gguf"), path, "qwen2", "tokenizer.ggml.padding_token_id", -1) &&
+        mf_gguf_open(path, &g) == MF_OK) {
+        CHECK(mf_tokenizer_load(g, &t) == MF_OK && mf_tokenizer_pad(t) == MF_TOKEN_NULL);
+        mf_tokenizer_free(t);
     }
     mf_gguf_free(g);
     unlink(path);

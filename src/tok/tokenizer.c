@@ -209,11 +209,13 @@ static mf_status load_merges(mf_tokenizer *t, const mf_gguf *g) {
 
 static mf_status read_id(const mf_gguf *g, const mf_tokenizer *t, const char *key, int32_t *id) {
     if (!mf_gguf_find_kv(g, key)) return MF_OK;
-    uint32_t v;
-    mf_status s = mf_gguf_get_u32(g, key, &v);
+    int64_t v;
+    mf_status s = mf_gguf_get_i64(g, key, &v);
     if (s) return mf_fail_context(s, "tokenizer");
-    if (v >= (uint32_t)t->n_vocab)
-        return mf_fail(MF_ERR_FORMAT, "%s = %u is out of the vocabulary (valid range 0..%d)", key, v, t->n_vocab - 1);
+    if (v < 0) return MF_OK; /* some converters write -1 for "none" */
+    if (v >= t->n_vocab)
+        return mf_fail(MF_ERR_FORMAT, "%s = %lld is out of the vocabulary (valid range 0..%d)", key, (long long)v,
+                       t->n_vocab - 1);
     *id = (int32_t)v;
     return MF_OK;
 }
