@@ -10,10 +10,10 @@
  *       if (r > 0) continue;                                        // a sampling flag, consumed
  *       ... the command's own flags ...
  *   }
- *   then: vocab = mf_cli_sample_vocab(tok, n_logits, n_ctx); mf_sampler_create(&so.params, &vocab, &smp);
- *         mf_cli_sample_report(stderr, smp);
- *         mf_stop_create(so.stop, so.n_stop, &matcher); stop after so.n_predict tokens (-1: none);
- *   mf_cli_sample_opts_free(&so) after the sampler and matcher are created (they copy what they need).
+ *   then: vocab = mf_cli_sample_vocab(tok, n_logits, n_ctx);
+ *         mf_gen_create(&so.params, so.stop, so.n_stop, so.n_predict, &vocab, &gen);  (sample/gen.h)
+ *         mf_cli_sample_report(stderr, mf_gen_sampler(gen));
+ *   mf_cli_sample_opts_free(&so) once the generator exists (it copies what it needs).
  */
 #ifndef MF_CLI_SAMPLE_ARGS_H
 #define MF_CLI_SAMPLE_ARGS_H
