@@ -25,8 +25,32 @@ void jinja_step(jctx *c) {
         jinja_error(c, MF_ERR_RANGE, "rendering took more than %llu steps (a runaway loop?)", (unsigned long long)c->max_steps);
 }
 
+/* An undefined value remembers why it is undefined (flags, owner type in s.n) so that using it
+ * reports what Jinja reports: "'x' is undefined", "'dict object' has no attribute 'x'",
+ * "list object has no element 3". */
+#define UNDEF_ATTR 2u
+#define UNDEF_ELEM 4u
+
+static jv undef_from(jv owner, const char *name, uint8_t kind) {
+    jv u = jv_undef(name);
+    u.flags = kind;
+    u.s.n = owner.type;
+    return u;
+}
+
+static const char *owner_name(size_t t) {
+    jv v = {.type = (uint8_t)t};
+    return t == JV_LIST ? "list" : jv_type_name(v);
+}
+
 static _Noreturn void undefined_error(jctx *c, jv v) {
-    jinja_error(c, MF_ERR_FORMAT, "'%s' is undefined", v.s.p ? v.s.p : "value");
+    const char *name = v.s.p ? v.s.p : "value";
+    if (v.flags & UNDEF_ATTR) {
+        if (v.s.n == JV_NONE) jinja_error(c, MF_ERR_FORMAT, "'None' has no attribute '%s'", name);
+        jinja_error(c, MF_ERR_FORMAT, "'%s object' has no attribute '%s'", owner_name(v.s.n), name);
+    }
+    if (v.flags & UNDEF_ELEM) jinja_error(c, MF_ERR_FORMAT, "%s object has no element %s", owner_name(v.s.n), name);
+    jinja_error(c, MF_ERR_FORMAT, "'%s' is undefined", name);
 }
 
 /* ---- scopes ---- */
@@ -129,16 +153,16 @@ jv jinja_getattr(jctx *c, jv obj, const char *name, size_t n) {
     case JV_DICT: {
         if (jinja_has_method(obj, name, n)) return bind_method(c, obj, jarena_strndup(&c->arena, name, n));
         jv *v = jv_dict_get_str(obj.d, name, n);
-        return v ? *v : jv_undef(jarena_strndup(&c->arena, name, n));
+        return v ? *v : undef_from(obj, jarena_strndup(&c->arena, name, n), UNDEF_ATTR);
     }
     case JV_NS: {
         jv *v = jv_dict_get_str(obj.d, name, n);
-        return v ? *v : jv_undef(jarena_strndup(&c->arena, name, n));
+        return v ? *v : undef_from(obj, jarena_strndup(&c->arena, name, n), UNDEF_ATTR);
     }
     case JV_LOOP: return loop_attr(c, obj.loop, jarena_strndup(&c->arena, name, n));
     default:
         if (jinja_has_method(obj, name, n)) return bind_method(c, obj, jarena_strndup(&c->arena, name, n));
-        return jv_undef(jarena_strndup(&c->arena, name, n));
+        return undef_from(obj, jarena_strndup(&c->arena, name, n), UNDEF_ATTR);
     }
 }
 
@@ -146,6 +170,12 @@ static bool as_index(jv k, int64_t *i) {
     if (k.type == JV_INT) return *i = k.i, true;
     if (k.type == JV_BOOL) return *i = k.b, true;
     return false;
+}
+
+static jv undef_elem(jctx *c, jv obj, int64_t i) {
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)i);
+    return undef_from(obj, jarena_strndup(&c->arena, num, strlen(num)), UNDEF_ELEM);
 }
 
 jv jinja_getitem(jctx *c, jv obj, jv key) {
@@ -161,14 +191,14 @@ jv jinja_getitem(jctx *c, jv obj, jv key) {
         if (as_index(key, &i)) {
             int64_t n = (int64_t)obj.l->n;
             if (i < 0) i += n;
-            return i >= 0 && i < n ? obj.l->v[i] : jv_undef("list index");
+            return i >= 0 && i < n ? obj.l->v[i] : undef_elem(c, obj, key.type == JV_INT ? key.i : key.b);
         }
         break;
     case JV_STR:
         if (as_index(key, &i)) {
             int64_t n = (int64_t)ju_len(obj.s.p, obj.s.n);
             if (i < 0) i += n;
-            if (i < 0 || i >= n) return jv_undef("string index");
+            if (i < 0 || i >= n) return undef_elem(c, obj, key.type == JV_INT ? key.i : key.b);
             size_t a = ju_offset(obj.s.p, obj.s.n, (size_t)i), b = ju_offset(obj.s.p, obj.s.n, (size_t)i + 1);
             return jv_strn(obj.s.p + a, b - a);
         }
@@ -176,7 +206,11 @@ jv jinja_getitem(jctx *c, jv obj, jv key) {
     default: break;
     }
     if (key.type == JV_STR && obj.type != JV_NS) return jinja_getattr(c, obj, key.s.p, key.s.n);
-    return jv_undef("item");
+    if (key.type == JV_STR) return undef_from(obj, jarena_strndup(&c->arena, key.s.p, key.s.n), UNDEF_ATTR);
+    jbuf kb = jbuf_make(c);
+    jv_write_repr(c, &kb, key);
+    jbuf_putc(&kb, 0);
+    return undef_from(obj, kb.p, UNDEF_ELEM);
 }
 
 /* Python slice semantics: clamp start/stop for the step's direction. */
@@ -347,6 +381,8 @@ static jv binop(jctx *c, jop op, jv a, jv b) {
     if (op == JOP_MUL && (a.type == JV_STR || a.type == JV_LIST) && (b.type == JV_INT || b.type == JV_BOOL)) return repeat(c, a, num_i(b));
     if (op == JOP_MUL && (b.type == JV_STR || b.type == JV_LIST) && (a.type == JV_INT || a.type == JV_BOOL)) return repeat(c, b, num_i(a));
     if (op == JOP_MOD && a.type == JV_STR) return jinja_format_percent(c, a, b);
+    if (op == JOP_ADD && (a.type == JV_STR || a.type == JV_LIST))
+        jinja_error(c, MF_ERR_FORMAT, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a), jv_type_name(b), jv_type_name(a));
     jinja_error(c, MF_ERR_FORMAT, "unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op), jv_type_name(a), jv_type_name(b));
 }
 
