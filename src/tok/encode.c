@@ -29,7 +29,6 @@ typedef struct {
     int32_t *sym, *merged, *prev, *next;
     uint32_t *rank;
     uint64_t *heap; /* entries: rank << 32 | left index (leftmost wins ties) */
-    int32_t *heap_l, *heap_r;
     size_t scratch_cap;
     /* piece cache */
     cache_slot *slots;
@@ -66,17 +65,16 @@ static mf_status emit(enc *e, int32_t id) {
 static mf_status scratch(enc *e, size_t n) {
     if (n <= e->scratch_cap) return MF_OK;
     size_t cap = n < 64 ? 64 : n;
-    int32_t **a[] = {&e->sym, &e->merged, &e->prev, &e->next, &e->heap_l, &e->heap_r};
+    int32_t **a[] = {&e->sym, &e->merged, &e->prev, &e->next};
     for (size_t i = 0; i < MF_ARRAY_LEN(a); i++) {
-        size_t c = i >= 4 ? 3 * cap : cap; /* the heap holds up to n initial pairs + 2 per merge */
-        int32_t *p = mf_realloc(*a[i], c * sizeof **a[i]);
+        int32_t *p = mf_realloc(*a[i], cap * sizeof **a[i]);
         if (!p) return MF_ERR_NOMEM;
         *a[i] = p;
     }
     uint32_t *r = mf_realloc(e->rank, cap * sizeof *r);
     if (!r) return MF_ERR_NOMEM;
     e->rank = r;
-    uint64_t *h = mf_realloc(e->heap, 3 * cap * sizeof *h);
+    uint64_t *h = mf_realloc(e->heap, 3 * cap * sizeof *h); /* n initial pairs + 2 per merge */
     if (!h) return MF_ERR_NOMEM;
     e->heap = h;
     e->scratch_cap = cap;
@@ -106,78 +104,70 @@ static size_t bpe_scan(const mf_tokenizer *t, int32_t *sym, int32_t *merged, uin
     return n;
 }
 
-/* Binary min-heap of pair candidates; heap_l/heap_r keep the ids the pair had when pushed, so a
- * popped entry whose symbols have changed since is recognised as stale and skipped. */
-static void heap_push(enc *e, size_t *hn, uint32_t rank, int32_t left, int32_t lid, int32_t rid) {
-    size_t i = (*hn)++;
-    uint64_t key = (uint64_t)rank << 32 | (uint32_t)left;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (e->heap[p] <= key) break;
-        e->heap[i] = e->heap[p];
-        e->heap_l[i] = e->heap_l[p];
-        e->heap_r[i] = e->heap_r[p];
-        i = p;
-    }
-    e->heap[i] = key;
-    e->heap_l[i] = lid;
-    e->heap_r[i] = rid;
-}
-
-static void heap_pop(enc *e, size_t *hn) {
-    size_t n = --(*hn);
-    uint64_t key = e->heap[n];
-    int32_t l = e->heap_l[n], r = e->heap_r[n];
-    size_t i = 0;
+/* Binary min-heap of pair candidates, key = rank << 32 | left symbol index, so the lowest rank pops
+ * first and the leftmost wins ties. An entry goes stale when a neighbouring merge changes its
+ * symbols; since a rank names exactly one pair, the entry is current iff the pair now at its left
+ * index still has its rank. */
+static void sift_down(uint64_t *heap, size_t n, size_t i) {
+    uint64_t key = heap[i];
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && e->heap[c + 1] < e->heap[c]) c++;
-        if (key <= e->heap[c]) break;
-        e->heap[i] = e->heap[c];
-        e->heap_l[i] = e->heap_l[c];
-        e->heap_r[i] = e->heap_r[c];
+        if (c + 1 < n && heap[c + 1] < heap[c]) c++;
+        if (key <= heap[c]) break;
+        heap[i] = heap[c];
         i = c;
     }
-    e->heap[i] = key;
-    e->heap_l[i] = l;
-    e->heap_r[i] = r;
+    heap[i] = key;
 }
 
-static void try_push(enc *e, size_t *hn, int32_t left) {
-    if (left < 0) return;
-    int32_t right = e->next[left];
-    if (right < 0) return;
+static void heap_push(uint64_t *heap, size_t *hn, uint64_t key) {
+    size_t i = (*hn)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (heap[p] <= key) break;
+        heap[i] = heap[p];
+        i = p;
+    }
+    heap[i] = key;
+}
+
+/* Rank of the pair starting at symbol left, or UINT32_MAX. */
+static uint32_t pair_rank(const enc *e, int32_t left, int32_t *merged) {
+    if (left < 0 || e->next[left] < 0) return UINT32_MAX;
     uint32_t rank;
-    int32_t m;
-    if (mf_tok_pair_lookup(e->t, e->sym[left], e->sym[right], &rank, &m))
-        heap_push(e, hn, rank, left, e->sym[left], e->sym[right]);
+    return mf_tok_pair_lookup(e->t, e->sym[left], e->sym[e->next[left]], &rank, merged) ? rank : UINT32_MAX;
 }
 
 /* Merge sym[0..n) with the heap; compacts the survivors to the front and returns their count. */
 static size_t bpe_heap(enc *e, size_t n) {
+    uint64_t *heap = e->heap;
     size_t hn = 0;
+    int32_t m;
     for (size_t i = 0; i < n; i++) {
         e->prev[i] = (int32_t)i - 1;
         e->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
-    for (size_t i = 0; i + 1 < n; i++) try_push(e, &hn, (int32_t)i);
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t r = pair_rank(e, (int32_t)i, &m);
+        if (r != UINT32_MAX) heap[hn++] = (uint64_t)r << 32 | i;
+    }
+    for (size_t i = hn / 2; i-- > 0;) sift_down(heap, hn, i);
     while (hn) {
-        int32_t left = (int32_t)(uint32_t)e->heap[0];
-        int32_t lid = e->heap_l[0], rid = e->heap_r[0];
-        heap_pop(e, &hn);
+        uint64_t top = heap[0];
+        heap[0] = heap[--hn];
+        if (hn) sift_down(heap, hn, 0);
+        int32_t left = (int32_t)(uint32_t)top;
+        if (e->sym[left] < 0 || pair_rank(e, left, &m) != (uint32_t)(top >> 32)) continue; /* stale */
         int32_t right = e->next[left];
-        /* Stale: the left symbol was merged away (its id changed or it is dead) or its neighbour changed. */
-        if (e->sym[left] != lid || right < 0 || e->sym[right] != rid) continue;
-        uint32_t rank;
-        int32_t m;
-        if (!mf_tok_pair_lookup(e->t, lid, rid, &rank, &m)) continue;
         e->sym[left] = m;
         e->sym[right] = MF_TOKEN_NULL;
         e->next[left] = e->next[right];
         if (e->next[right] >= 0) e->prev[e->next[right]] = left;
-        try_push(e, &hn, e->prev[left]);
-        try_push(e, &hn, left);
+        uint32_t r = pair_rank(e, e->prev[left], &m);
+        if (r != UINT32_MAX) heap_push(heap, &hn, (uint64_t)r << 32 | (uint32_t)e->prev[left]);
+        r = pair_rank(e, left, &m);
+        if (r != UINT32_MAX) heap_push(heap, &hn, (uint64_t)r << 32 | (uint32_t)left);
     }
     size_t k = 0;
     for (int32_t i = 0; i >= 0; i = e->next[i]) e->sym[k++] = e->sym[i];
@@ -303,8 +293,6 @@ static void enc_free_scratch(enc *e) {
     free(e->next);
     free(e->rank);
     free(e->heap);
-    free(e->heap_l);
-    free(e->heap_r);
     free(e->slots);
     free(e->words);
     free(e->cids);
