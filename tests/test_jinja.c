@@ -115,6 +115,11 @@ static void test_limits(void) {
         {"{{ range(10000000) }}", "range too big"},
         {"{{ 2 ** 200 }}", "overflow"},
         {"{{ 9223372036854775807 + 1 }}", "overflow"},
+        {"{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}", "nested deeper"},
+        {"{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson }}", "nested deeper"},
+        {"{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ [ns.l] < [ns.l, 1] }}", "nested deeper"},
+        {"{% set ns = namespace(d={}) %}{% for i in range(5000) %}{% set ns.d = {'k': ns.d} %}{% endfor %}{{ ns.d | string }}", "nested deeper"},
+        {"{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ raise_exception('eq ' ~ (ns.l == ns.l)) }}", "eq False"},
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cases); i++) {
         mf_status st;
@@ -172,6 +177,15 @@ static void test_misc(void) {
     CHECK(mf_chat_template_render(t, ctx, NULL, &out, NULL) == MF_OK && !strcmp(out, "<s>|E"));
     free(out);
     json_decref(ctx);
+    mf_chat_template_free(t);
+    /* Hugging Face's {% generation %} marker renders its body in its own scope (a call block) */
+    CHECK(mf_chat_template_create("{% generation %}x{% set y = 1 %}{{ y }}{% endgeneration %}[{{ y }}]", &t) == MF_OK);
+    CHECK(t && mf_chat_template_render(t, NULL, NULL, &out, NULL) == MF_OK && !strcmp(out, "x1[]"));
+    free(out);
+    mf_chat_template_free(t);
+    /* a namespace holding itself cannot hang or crash printing */
+    CHECK(mf_chat_template_create("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", &t) == MF_OK);
+    CHECK(t && mf_chat_template_render(t, NULL, NULL, &out, NULL) == MF_ERR_RANGE && out == NULL);
     mf_chat_template_free(t);
     /* a context that is not an object is refused */
     json_t *arr = json_array();

@@ -639,6 +639,13 @@ static jnode *parse_statement(P *p) {
         adv(p);
         return n;
     }
+    if (!strcmp(kw, "generation")) { /* Hugging Face's assistant-mask marker: renders its body in a scope */
+        static const char *const ends[] = {"endgeneration", NULL};
+        jnode *n = mk(p, JN_WITH, line);
+        n->args = parse_body(p, ends, "generation", line);
+        adv(p);
+        return n;
+    }
     if (!strcmp(kw, "print")) {
         jnode *n = mk(p, JN_PRINT, line);
         n->a = parse_tuple(p, false, true, NULL, false);

@@ -146,7 +146,17 @@ static bool is_num(jv v) { return v.type == JV_BOOL || v.type == JV_INT || v.typ
 static double num_f(jv v) { return v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : (double)v.b; }
 static int64_t num_i(jv v) { return v.type == JV_INT ? v.i : (int64_t)v.b; }
 
-bool jv_equal(jv a, jv b) {
+/* Containers built at run time can nest arbitrarily deep ({% set ns.l = [ns.l] %} in a loop), so
+ * every recursive walk is bounded: equality treats values nested deeper than this as different;
+ * ordering, printing and JSON fail with an error. */
+#define MAX_VALUE_DEPTH 200
+
+static bool equal_at(jv a, jv b, int depth);
+
+bool jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+static bool equal_at(jv a, jv b, int depth) {
+    if (depth > MAX_VALUE_DEPTH) return false;
     if (is_num(a) && is_num(b)) {
         if (a.type == JV_FLOAT || b.type == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -158,13 +168,13 @@ bool jv_equal(jv a, jv b) {
     case JV_LIST:
         if ((a.flags & JV_TUPLE) != (b.flags & JV_TUPLE) || a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_equal(a.l->v[i], b.l->v[i])) return false;
+            if (!equal_at(a.l->v[i], b.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.d->n != b.d->n) return false;
         for (size_t i = 0; i < a.d->n; i++) {
             jv *o = jv_dict_get(b.d, a.d->k[i]);
-            if (!o || !jv_equal(a.d->v[i], *o)) return false;
+            if (!o || !equal_at(a.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_NS: return a.d == b.d;
@@ -193,7 +203,11 @@ const char *jv_type_name(jv v) {
     return "?";
 }
 
-int jv_compare(jctx *c, jv a, jv b) {
+static int compare_at(jctx *c, jv a, jv b, int depth);
+int jv_compare(jctx *c, jv a, jv b) { return compare_at(c, a, b, 0); }
+
+static int compare_at(jctx *c, jv a, jv b, int depth) {
+    if (depth > MAX_VALUE_DEPTH) jinja_error(c, MF_ERR_RANGE, "comparing values nested deeper than %d levels", MAX_VALUE_DEPTH);
     if (is_num(a) && is_num(b)) {
         if (a.type == JV_FLOAT || b.type == JV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -211,7 +225,7 @@ int jv_compare(jctx *c, jv a, jv b) {
     if (a.type == JV_LIST && b.type == JV_LIST) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
             if (jv_equal(a.l->v[i], b.l->v[i])) continue;
-            return jv_compare(c, a.l->v[i], b.l->v[i]);
+            return compare_at(c, a.l->v[i], b.l->v[i], depth + 1);
         }
         return a.l->n < b.l->n ? -1 : a.l->n > b.l->n ? 1 : 0;
     }
@@ -435,7 +449,11 @@ static void write_str_repr(jbuf *b, const char *s, size_t n) {
     jbuf_putc(b, q);
 }
 
-void jv_write_repr(jctx *c, jbuf *b, jv v) {
+static void repr_at(jctx *c, jbuf *b, jv v, int depth);
+void jv_write_repr(jctx *c, jbuf *b, jv v) { repr_at(c, b, v, 0); }
+
+static void repr_at(jctx *c, jbuf *b, jv v, int depth) {
+    if (depth > MAX_VALUE_DEPTH) jinja_error(c, MF_ERR_RANGE, "printing a value nested deeper than %d levels", MAX_VALUE_DEPTH);
     switch (v.type) {
     case JV_STR: write_str_repr(b, v.s.p, v.s.n); return;
     case JV_LIST: {
@@ -443,7 +461,7 @@ void jv_write_repr(jctx *c, jbuf *b, jv v) {
         jbuf_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jbuf_put(b, ", ", 2);
-            jv_write_repr(c, b, v.l->v[i]);
+            repr_at(c, b, v.l->v[i], depth + 1);
         }
         if (tup && v.l->n == 1) jbuf_putc(b, ',');
         jbuf_putc(b, tup ? ')' : ']');
@@ -454,9 +472,9 @@ void jv_write_repr(jctx *c, jbuf *b, jv v) {
         jbuf_putc(b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) jbuf_put(b, ", ", 2);
-            jv_write_repr(c, b, v.d->k[i]);
+            repr_at(c, b, v.d->k[i], depth + 1);
             jbuf_put(b, ": ", 2);
-            jv_write_repr(c, b, v.d->v[i]);
+            repr_at(c, b, v.d->v[i], depth + 1);
         }
         jbuf_putc(b, '}');
         if (v.type == JV_NS) jbuf_putc(b, '>');
@@ -533,7 +551,7 @@ static int cmp_keys(const void *x, const void *y) {
 
 void jv_write_json(jctx *c, jbuf *b, jv v, int indent, const char *item_sep, const char *key_sep,
                    bool ensure_ascii, bool sort_keys, int level) {
-    if (level > 200) jinja_error(c, MF_ERR_RANGE, "tojson: value nested deeper than 200 levels");
+    if (level > MAX_VALUE_DEPTH) jinja_error(c, MF_ERR_RANGE, "tojson: value nested deeper than %d levels", MAX_VALUE_DEPTH);
     switch (v.type) {
     case JV_NONE: jbuf_put(b, "null", 4); return;
     case JV_BOOL: v.b ? jbuf_put(b, "true", 4) : jbuf_put(b, "false", 5); return;
