@@ -115,6 +115,9 @@ static void test_vocab_bridge(void) {
     const char *text = id >= 0 ? v.piece(v.user, id, &len) : NULL;
     CHECK(text && len == 6 && !memcmp(text, " Hello", 6));
     CHECK(v.piece(v.user, nv + 5, &len) == NULL);
+    int32_t im_start = mf_tokenizer_find(tok, "<|im_start|>", 12);
+    CHECK(im_start >= 0 && (text = v.piece(v.user, im_start, &len)) && len == 12);
+    CHECK(v.show && v.show(v.user, im_start, &len) && len == 0); /* control tokens are not shown */
     mf_cli_sample_opts o;
     mf_cli_sample_opts_init(&o);
     CHECK(PARSE(&o, "--seed", "31", "-l", " Hello+2", "--dry-multiplier", "0.5") == 1);

@@ -50,8 +50,8 @@ void mf_cli_sample_usage(FILE *f);
 
 /* The sampler's view of a tokenizer: n_vocab (the width of the model's logits, which may exceed the
  * tokenizer's count), n_ctx (resolves the -1 windows), token texts as printed (special tokens with
- * their text) for DRY breakers and logit bias by text, and the end-of-generation ids. The
- * tokenizer must outlive every sampler created with it. */
+ * their text) for DRY breakers and logit bias by text, the shown text (control tokens empty), and
+ * the end-of-generation ids. The tokenizer must outlive every sampler created with it. */
 mf_sampler_vocab mf_cli_sample_vocab(const mf_tokenizer *tok, int32_t n_vocab, int32_t n_ctx);
 
 /* Print the chain and the seed to f, e.g. "sampler: logits -> top_k(40) -> ... -> dist(seed 42)"

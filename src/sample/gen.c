@@ -37,7 +37,7 @@ mf_status mf_gen_create(const mf_sampler_params *params, const char *const *stop
     /* With ignore_eos the sampler bans these tokens, so they never end the generation. */
     for (size_t i = 0; i < v->n_eog && !params->ignore_eos; i++)
         if (v->eog[i] >= 0 && v->eog[i] < v->n_vocab) g->eog[v->eog[i]] = 1;
-    g->piece = v->piece;
+    g->piece = v->show ? v->show : v->piece;
     g->user = v->user;
     g->n_vocab = v->n_vocab;
     g->n_predict = n_predict;

@@ -93,6 +93,9 @@ typedef struct mf_sampler_vocab {
     int32_t n_vocab; /* number of logits per token */
     int32_t n_ctx;   /* context size, resolves penalty_last_n = -1 and dry_penalty_last_n = -1 */
     const char *(*piece)(void *user, int32_t token, size_t *len);
+    /* The text a generation shows for a token, as piece but with control tokens empty (mf_gen
+     * only); NULL: use piece. */
+    const char *(*show)(void *user, int32_t token, size_t *len);
     void *user;
     const int32_t *eog; /* end-of-generation tokens, for ignore_eos; may be NULL */
     size_t n_eog;
