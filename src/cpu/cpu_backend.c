@@ -9,6 +9,8 @@ typedef struct {
     mf_pool *pool;
 } cpu_impl;
 
+#define SMALL_OP_ELEMENTS 16384
+
 static const mf_node *src(const mf_graph *g, const mf_node *n, int i) { return &g->nodes[n->src[i]]; }
 
 static bool cpu_supports(const mf_backend *b, const mf_graph *g, const mf_node *n) {
@@ -191,7 +193,11 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     case MF_OP_VIEW: return MF_OK;
     default: return mf_fail(MF_ERR_UNSUPPORTED, "CPU backend: op %s", mf_op_name(n->op));
     }
-    mf_pool_run(c->pool, fn, &t);
+    /* Small ops (a decode step's norms, adds, RoPE) cost less than waking the workers. */
+    if (n->op != MF_OP_ATTENTION && mf_node_nelements(n) < SMALL_OP_ELEMENTS)
+        fn(&t, 0, 1);
+    else
+        mf_pool_run(c->pool, fn, &t);
     return MF_OK;
 }
 

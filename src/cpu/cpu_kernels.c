@@ -108,7 +108,10 @@ void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const 
     if (m.quant) {
         m.act = work;
         m.act_row = mf_row_size(act, w->ne[0]);
-        mf_pool_run(pool, mm_quantize, &m);
+        if (nt == 1)
+            mm_quantize(&m, 0, 1); /* one row: not worth waking the workers */
+        else
+            mf_pool_run(pool, mm_quantize, &m);
     } else {
         m.act = (uint8_t *)x;
         m.act_row = (size_t)w->ne[0] * sizeof(float);

@@ -6,6 +6,7 @@
 #include "cpu/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,9 +18,11 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Spin iterations before sleeping: long enough to bridge consecutive ops of one forward pass,
- * short enough not to burn a core between tokens. */
-#define SPIN_ITERS 20000
+/* Waiting: spin with a pause instruction for SPIN_ITERS checks (bridges consecutive ops of one
+ * forward pass), then yield the core for YIELD_ITERS checks (so an oversubscribed machine still
+ * runs the thread being waited for), then sleep on the condition variable (between tokens). */
+#define SPIN_ITERS 2000
+#define YIELD_ITERS 2000
 
 typedef struct worker {
     struct mf_pool *pool;
@@ -47,9 +50,11 @@ static void *worker_main(void *p) {
     for (;;) {
         unsigned g;
         int spins = 0;
-        while ((g = atomic_load(&pool->gen)) == seen && !atomic_load(&pool->stop) && spins < SPIN_ITERS) {
-            CPU_RELAX();
-            spins++;
+        while ((g = atomic_load(&pool->gen)) == seen && !atomic_load(&pool->stop) && spins < SPIN_ITERS + YIELD_ITERS) {
+            if (spins++ < SPIN_ITERS)
+                CPU_RELAX();
+            else
+                sched_yield();
         }
         if (g == seen && !atomic_load(&pool->stop)) {
             pthread_mutex_lock(&pool->mu);
@@ -132,5 +137,10 @@ void mf_pool_run(mf_pool *p, mf_pool_fn fn, void *arg) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(arg, 0, p->n_threads);
-    while (atomic_load(&p->pending) > 0) CPU_RELAX();
+    for (int spins = 0; atomic_load(&p->pending) > 0; spins++) {
+        if (spins < SPIN_ITERS)
+            CPU_RELAX();
+        else
+            sched_yield();
+    }
 }
