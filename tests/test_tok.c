@@ -323,6 +323,80 @@ static void test_unicode(void) {
     CHECKF(bad == 0, "%zu NFC conformance failures", bad);
 }
 
+/* Hostile metadata: each mutation of vocab-qwen3.gguf must fail to load with the status and a
+ * message naming the problem. */
+enum { MUT_NO_TOKENS, MUT_MODEL, MUT_TYPE_RANGE, MUT_TYPE_SHORT, MUT_MERGE, MUT_DUPLICATE, MUT_NO_BYTE, MUT_COUNT };
+
+static bool mutate(mf_gguf_writer *w, const mf_gguf *g, int mut) {
+    const mf_gguf_kv *tokens = mf_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    const mf_gguf_kv *types = mf_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    const mf_gguf_kv *merges = mf_gguf_find_kv(g, "tokenizer.ggml.merges");
+    mf_gguf_value v;
+    bool ok = true;
+    switch (mut) {
+    case MUT_NO_TOKENS: return mf_gguf_writer_remove(w, "tokenizer.ggml.tokens") == MF_OK;
+    case MUT_MODEL: return mf_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") == MF_OK;
+    case MUT_TYPE_RANGE:
+    case MUT_TYPE_SHORT: {
+        v = types->value;
+        int32_t *d = malloc(v.arr.n * 4);
+        memcpy(d, v.arr.data, v.arr.n * 4);
+        d[5] = 9;
+        if (mut == MUT_TYPE_SHORT) d[5] = 1, v.arr.n -= 1;
+        v.arr.data = d;
+        ok = mf_gguf_writer_set_value(w, "tokenizer.ggml.token_type", &v) == MF_OK;
+        free(d);
+        return ok;
+    }
+    default: {
+        const mf_gguf_kv *kv = mut == MUT_MERGE ? merges : tokens;
+        v = kv->value;
+        mf_str *strs = malloc(v.arr.n * sizeof *strs);
+        memcpy(strs, v.arr.strs, v.arr.n * sizeof *strs);
+        if (mut == MUT_MERGE) strs[3] = (mf_str){"nospace", 7};
+        if (mut == MUT_DUPLICATE) strs[10] = strs[11];
+        if (mut == MUT_NO_BYTE) strs[0] = (mf_str){"!?!?!", 5}; /* token 0 is the byte '!' */
+        v.arr.strs = strs;
+        ok = mf_gguf_writer_set_value(w, kv->key, &v) == MF_OK;
+        free(strs);
+        return ok;
+    }
+    }
+}
+
+static void test_hostile_metadata(void) {
+    static const struct { mf_status st; const char *msg; } want[MUT_COUNT] = {
+        {MF_ERR_NOT_FOUND, "tokenizer.ggml.tokens"}, {MF_ERR_UNSUPPORTED, "'llama'"},
+        {MF_ERR_FORMAT, "token_type[5] = 9"},        {MF_ERR_FORMAT, "151935 entries"},
+        {MF_ERR_FORMAT, "merges[3]"},                {MF_ERR_FORMAT, "duplicates token 10"},
+        {MF_ERR_FORMAT, "byte 0x21"},
+    };
+    char path[128];
+    snprintf(path, sizeof path, "%s/hostile.gguf", tmpdir);
+    for (int mut = 0; mut < MUT_COUNT; mut++) {
+        mf_gguf *src = NULL, *g = NULL;
+        mf_gguf_writer *w = NULL;
+        bool ok = mf_gguf_open(fixture("models/vocab-qwen3.gguf"), &src) == MF_OK && mf_gguf_writer_create(&w) == MF_OK;
+        for (int64_t i = 0; ok && i < mf_gguf_n_kv(src); i++) {
+            const mf_gguf_kv *kv = mf_gguf_kv_at(src, i);
+            ok = mf_gguf_writer_set_value(w, kv->key, &kv->value) == MF_OK;
+        }
+        ok = ok && mutate(w, src, mut) && mf_gguf_writer_begin(w, path) == MF_OK && mf_gguf_writer_finish(w) == MF_OK;
+        CHECKF(ok, "writing mutation %d: %s", mut, mf_last_error());
+        if (ok && mf_gguf_open(path, &g) == MF_OK) {
+            mf_tokenizer *t = NULL;
+            mf_status s = mf_tokenizer_load(g, &t);
+            CHECKF(s == want[mut].st && t == NULL && strstr(mf_last_error(), want[mut].msg),
+                   "mutation %d: status %d, message '%s'", mut, (int)s, mf_last_error());
+            mf_tokenizer_free(t);
+        }
+        mf_gguf_free(g);
+        mf_gguf_writer_free(w);
+        mf_gguf_free(src);
+        unlink(path);
+    }
+}
+
 static void test_errors(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/badpre.gguf", tmpdir);
@@ -462,6 +536,7 @@ int main(void) {
         unlink(path);
     }
     test_errors();
+    test_hostile_metadata();
     json_decref(cases);
     mf_tokenizer_free(q3);
     mf_tokenizer_free(q25);
