@@ -22,22 +22,8 @@ static void arg_error(const char *fmt, ...) {
     va_end(ap);
 }
 
-void mf_cli_sample_opts_init(mf_cli_sample_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->params = mf_sampler_default_params();
-    o->n_predict = -1;
-}
-
-void mf_cli_sample_opts_free(mf_cli_sample_opts *o) {
-    if (!o) return;
-    for (size_t i = 0; i < o->n_stop; i++) free((char *)o->stop[i]);
-    free(o->stop);
-    for (size_t i = 0; i < o->n_bias; i++) free((char *)o->bias[i].text);
-    free(o->bias);
-    for (size_t i = 0; i < o->n_breakers; i++) free(o->breakers[i]);
-    free(o->breakers);
-    memset(o, 0, sizeof *o);
-}
+void mf_cli_sample_opts_init(mf_cli_sample_opts *o) { mf_sample_settings_init(o); }
+void mf_cli_sample_opts_free(mf_cli_sample_opts *o) { mf_sample_settings_free(o); }
 
 /* Backslash escapes as a shell user would type them: \n \t \r \\ \" \' \xHH. */
 static char *unescape(const char *s) {
@@ -129,18 +115,6 @@ static const struct {
 
 static bool is(const char *a, const char *name) { return name && !strcmp(a, name); }
 
-static bool push_str(const char ***arr, size_t *n, char *s) {
-    if (!s) return false;
-    const char **na = mf_realloc((void *)*arr, (*n + 1) * sizeof *na);
-    if (!na) {
-        free(s);
-        return false;
-    }
-    na[(*n)++] = s;
-    *arr = na;
-    return true;
-}
-
 /* TOKEN(+|-)BIAS, where TOKEN is an id or a token's text: the split is at the first '+' or '-'
  * after the first character whose remainder is a whole number ("-inf" bans the token). */
 static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts *o) {
@@ -157,51 +131,33 @@ static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts 
         arg_error("%s: '%s' is not TOKEN(+|-)BIAS, e.g. 15043+1, 15043-inf or Hello-2.5", flag, v);
         return -1;
     }
-    mf_logit_bias b = {.bias = bias};
     bool digits = true;
     for (size_t j = 0; j < k; j++) digits &= isdigit((unsigned char)v[j]) != 0;
-    if (digits) {
-        char idbuf[32];
-        if (k >= sizeof idbuf) digits = false;
-        else {
-            memcpy(idbuf, v, k), idbuf[k] = 0;
-            long long id;
-            if (!parse_ll(flag, idbuf, 0, 2147483647LL, &id)) return -1;
-            b.token = (int32_t)id;
-        }
+    if (digits && k < 16) {
+        char idbuf[16];
+        memcpy(idbuf, v, k), idbuf[k] = 0;
+        long long id;
+        if (!parse_ll(flag, idbuf, 0, 2147483647LL, &id)) return -1;
+        return mf_sample_settings_add_bias(o, (int32_t)id, NULL, bias) ? -1 : 1;
     }
-    if (!digits) {
-        char *key = mf_strndup(v, k);
-        b.text = key ? unescape(key) : NULL;
-        free(key);
-        if (!b.text) return -1;
-    }
-    mf_logit_bias *nb = mf_realloc(o->bias, (o->n_bias + 1) * sizeof *nb);
-    if (!nb) {
-        free((char *)b.text);
-        return -1;
-    }
-    nb[o->n_bias++] = b;
-    o->bias = nb;
-    o->params.logit_bias = o->bias;
-    o->params.n_logit_bias = o->n_bias;
-    return 1;
+    char *key = mf_strndup(v, k);
+    char *text = key ? unescape(key) : NULL;
+    mf_status st = text ? mf_sample_settings_add_bias(o, 0, text, bias) : MF_ERR_NOMEM;
+    free(key);
+    free(text);
+    return st ? -1 : 1;
 }
 
+/* llama.cpp's rule: the first --dry-sequence-breaker replaces the defaults; "none" clears all. */
 static int add_breaker(const char *v, mf_cli_sample_opts *o) {
-    if (!o->params.dry_breakers || o->params.dry_breakers == mf_sampler_default_breakers) {
-        o->params.dry_breakers = NULL; /* the first --dry-sequence-breaker replaces the defaults */
-        o->params.n_dry_breakers = 0;
-    }
-    if (!strcmp(v, "none")) { /* clears every breaker given so far too */
-        for (size_t i = 0; i < o->n_breakers; i++) free(o->breakers[i]);
-        o->n_breakers = o->params.n_dry_breakers = 0;
+    if (!strcmp(v, "none")) {
+        mf_sample_settings_clear_breakers(o);
         return 1;
     }
-    if (!push_str((const char ***)&o->breakers, &o->n_breakers, unescape(v))) return -1;
-    o->params.dry_breakers = (const char *const *)o->breakers;
-    o->params.n_dry_breakers = o->n_breakers;
-    return 1;
+    char *b = unescape(v);
+    mf_status st = b ? mf_sample_settings_add_breaker(o, b) : MF_ERR_NOMEM;
+    free(b);
+    return st ? -1 : 1;
 }
 
 int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
@@ -270,7 +226,9 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
         arg_error("%s: the stop string is empty", a);
         return -1;
     }
-    return push_str(&o->stop, &o->n_stop, s) ? 1 : -1;
+    mf_status st = s ? mf_sample_settings_add_stop(o, s) : MF_ERR_NOMEM;
+    free(s);
+    return st ? -1 : 1;
 }
 
 void mf_cli_sample_usage(FILE *f) {

@@ -19,24 +19,16 @@
 #define MF_CLI_SAMPLE_ARGS_H
 
 #include "sample/sampler.h"
+#include "sample/settings.h"
 #include "tok/tokenizer.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef struct mf_cli_sample_opts {
-    mf_sampler_params params; /* its logit_bias and dry_breakers point into the arrays below */
-    const char **stop;        /* --stop strings, escapes processed (owned) */
-    size_t n_stop;
-    long long n_predict; /* -n: tokens to generate, -1 = until end of generation or context */
-    bool seed_given;     /* --seed given (otherwise print mf_sampler_seed so a run can be repeated) */
-    /* storage */
-    mf_logit_bias *bias;
-    size_t n_bias;
-    char **breakers;
-    size_t n_breakers;
-} mf_cli_sample_opts;
+/* The settings the flags fill (sample/settings.h): params, stop, n_stop, n_predict, seed_given. */
+typedef mf_sample_settings mf_cli_sample_opts;
 
+/* mf_sample_settings_init / mf_sample_settings_free under the names the commands use. */
 void mf_cli_sample_opts_init(mf_cli_sample_opts *o);
 void mf_cli_sample_opts_free(mf_cli_sample_opts *o);
 

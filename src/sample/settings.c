@@ -1,0 +1,232 @@
+/* settings.c: sampling and stopping settings with owned lists, and their JSON request form (see
+ * settings.h). */
+#include "sample/settings.h"
+
+#include "core/core.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mf_sample_settings_init(mf_sample_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->params = mf_sampler_default_params();
+    s->n_predict = -1;
+}
+
+void mf_sample_settings_free(mf_sample_settings *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n_stop; i++) free((char *)s->stop[i]);
+    free(s->stop);
+    for (size_t i = 0; i < s->n_bias; i++) free((char *)s->bias[i].text);
+    free(s->bias);
+    for (size_t i = 0; i < s->n_breakers; i++) free(s->breakers[i]);
+    free(s->breakers);
+    memset(s, 0, sizeof *s);
+}
+
+mf_status mf_sample_settings_add_stop(mf_sample_settings *s, const char *str) {
+    if (!str || !str[0]) return mf_fail(MF_ERR_ARG, "stop string %zu is empty", s->n_stop);
+    char *copy = mf_strdup(str);
+    const char **ns = copy ? mf_realloc((void *)s->stop, (s->n_stop + 1) * sizeof *ns) : NULL;
+    if (!ns) {
+        free(copy);
+        return MF_ERR_NOMEM;
+    }
+    ns[s->n_stop++] = copy;
+    s->stop = ns;
+    return MF_OK;
+}
+
+mf_status mf_sample_settings_add_bias(mf_sample_settings *s, int32_t token, const char *text, float bias) {
+    char *copy = NULL;
+    if (text && !(copy = mf_strdup(text))) return MF_ERR_NOMEM;
+    mf_logit_bias *nb = mf_realloc(s->bias, (s->n_bias + 1) * sizeof *nb);
+    if (!nb) {
+        free(copy);
+        return MF_ERR_NOMEM;
+    }
+    nb[s->n_bias++] = (mf_logit_bias){.token = token, .bias = bias, .text = copy};
+    s->bias = nb;
+    s->params.logit_bias = s->bias;
+    s->params.n_logit_bias = s->n_bias;
+    return MF_OK;
+}
+
+void mf_sample_settings_clear_breakers(mf_sample_settings *s) {
+    for (size_t i = 0; i < s->n_breakers; i++) free(s->breakers[i]);
+    s->n_breakers = 0;
+    s->params.dry_breakers = (const char *const *)s->breakers;
+    s->params.n_dry_breakers = 0;
+}
+
+mf_status mf_sample_settings_add_breaker(mf_sample_settings *s, const char *str) {
+    if (s->params.dry_breakers == mf_sampler_default_breakers) mf_sample_settings_clear_breakers(s);
+    if (!str || !str[0]) return MF_OK;
+    char *copy = mf_strdup(str);
+    char **nb = copy ? mf_realloc(s->breakers, (s->n_breakers + 1) * sizeof *nb) : NULL;
+    if (!nb) {
+        free(copy);
+        return MF_ERR_NOMEM;
+    }
+    nb[s->n_breakers++] = copy;
+    s->breakers = nb;
+    s->params.dry_breakers = (const char *const *)s->breakers;
+    s->params.n_dry_breakers = s->n_breakers;
+    return MF_OK;
+}
+
+/* JSON field helpers: absent or null leaves the value as is. */
+
+static mf_status get_float(const json_t *req, const char *key, float *out) {
+    const json_t *v = json_object_get(req, key);
+    if (!v || json_is_null(v)) return MF_OK;
+    if (!json_is_number(v)) return mf_fail(MF_ERR_ARG, "request field '%s' must be a number", key);
+    *out = (float)json_number_value(v);
+    return MF_OK;
+}
+
+static mf_status get_int(const json_t *req, const char *key, long long lo, long long hi, long long *out) {
+    const json_t *v = json_object_get(req, key);
+    if (!v || json_is_null(v)) return MF_OK;
+    double d = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(d == floor(d)) || d < (double)lo || d > (double)hi)
+        return mf_fail(MF_ERR_ARG, "request field '%s' must be an integer in [%lld, %lld]", key, lo, hi);
+    *out = json_is_integer(v) ? (long long)json_integer_value(v) : (long long)d;
+    return MF_OK;
+}
+
+static mf_status get_i32(const json_t *req, const char *key, long long lo, long long hi, int32_t *out) {
+    long long x = *out;
+    mf_status st = get_int(req, key, lo, hi, &x);
+    *out = (int32_t)x;
+    return st;
+}
+
+/* One logit bias entry: key a token id (integer or decimal string) or a token's text; value a
+ * number, or false for "never" (-inf) as llama.cpp's server allows. */
+static mf_status add_json_bias(mf_sample_settings *s, const json_t *key, const char *key_str, const json_t *val) {
+    float bias;
+    if (json_is_false(val)) bias = -INFINITY;
+    else if (json_is_number(val)) bias = (float)json_number_value(val);
+    else return mf_fail(MF_ERR_ARG, "request field 'logit_bias': each bias must be a number or false");
+    if (key && json_is_integer(key)) {
+        json_int_t id = json_integer_value(key);
+        if (id < 0 || id > INT32_MAX) return mf_fail(MF_ERR_ARG, "request field 'logit_bias': token %lld is negative or too large", (long long)id);
+        return mf_sample_settings_add_bias(s, (int32_t)id, NULL, bias);
+    }
+    if (key) key_str = json_string_value(key);
+    if (!key_str || !key_str[0]) return mf_fail(MF_ERR_ARG, "request field 'logit_bias': each key must be a token id or a non-empty text");
+    char *end;
+    errno = 0;
+    long long id = strtoll(key_str, &end, 10);
+    if (!*end && !errno && id >= 0 && id <= INT32_MAX && key_str[0] >= '0' && key_str[0] <= '9')
+        return mf_sample_settings_add_bias(s, (int32_t)id, NULL, bias);
+    return mf_sample_settings_add_bias(s, 0, key_str, bias);
+}
+
+static mf_status json_bias(mf_sample_settings *s, const json_t *lb) {
+    mf_status st = MF_OK;
+    if (json_is_object(lb)) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)lb, k, v) {
+            if ((st = add_json_bias(s, NULL, k, v))) return st;
+        }
+        return MF_OK;
+    }
+    if (!json_is_array(lb)) return mf_fail(MF_ERR_ARG, "request field 'logit_bias' must be an object or an array of [token, bias]");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lb, i, e) {
+        if (!json_is_array(e) || json_array_size(e) != 2)
+            return mf_fail(MF_ERR_ARG, "request field 'logit_bias'[%zu] must be a [token, bias] pair", i);
+        if ((st = add_json_bias(s, json_array_get(e, 0), NULL, json_array_get(e, 1)))) return st;
+    }
+    return MF_OK;
+}
+
+static mf_status json_strings(const json_t *v, const char *key, mf_sample_settings *s,
+                              mf_status (*add)(mf_sample_settings *, const char *)) {
+    if (json_is_string(v)) return json_string_value(v)[0] ? add(s, json_string_value(v)) : MF_OK;
+    if (!json_is_array(v)) return mf_fail(MF_ERR_ARG, "request field '%s' must be a string or an array of strings", key);
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e)) return mf_fail(MF_ERR_ARG, "request field '%s'[%zu] must be a string", key, i);
+        mf_status st = json_string_value(e)[0] ? add(s, json_string_value(e)) : MF_OK;
+        if (st) return st;
+    }
+    return MF_OK;
+}
+
+static mf_status json_samplers(mf_sample_settings *s, const json_t *v) {
+    if (json_is_string(v)) return mf_sampler_parse_stage_chars(&s->params, json_string_value(v));
+    if (!json_is_array(v)) return mf_fail(MF_ERR_ARG, "request field 'samplers' must be an array of names or a string of letters");
+    mf_sampler_params p = s->params;
+    p.n_stages = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+        const char *name = json_string_value(e);
+        mf_sampler_stage st = name ? mf_sampler_stage_from_name(name, strlen(name)) : MF_STAGE_COUNT;
+        if (st == MF_STAGE_COUNT)
+            return mf_fail(MF_ERR_ARG, "request field 'samplers'[%zu]: unknown sampler (valid: penalties, dry, "
+                                       "top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature)", i);
+        if (p.n_stages == MF_SAMPLER_MAX_STAGES) return mf_fail(MF_ERR_ARG, "request field 'samplers': more than %d", MF_SAMPLER_MAX_STAGES);
+        p.stages[p.n_stages++] = st;
+    }
+    s->params.n_stages = p.n_stages;
+    memcpy(s->params.stages, p.stages, sizeof p.stages);
+    return MF_OK;
+}
+
+mf_status mf_sample_settings_from_json(mf_sample_settings *s, const json_t *req) {
+    if (!json_is_object(req)) return mf_fail(MF_ERR_ARG, "the request must be a JSON object");
+    mf_sampler_params *p = &s->params;
+    const long long W = 1 << 20;
+    mf_status st;
+    if ((st = get_float(req, "temperature", &p->temp)) || (st = get_float(req, "dynatemp_range", &p->dynatemp_range)) ||
+        (st = get_float(req, "dynatemp_exponent", &p->dynatemp_exponent)) ||
+        (st = get_i32(req, "top_k", INT32_MIN, INT32_MAX, &p->top_k)) || (st = get_float(req, "top_p", &p->top_p)) ||
+        (st = get_float(req, "min_p", &p->min_p)) || (st = get_float(req, "typical_p", &p->typ_p)) ||
+        (st = get_float(req, "top_n_sigma", &p->top_n_sigma)) ||
+        (st = get_float(req, "xtc_probability", &p->xtc_probability)) ||
+        (st = get_float(req, "xtc_threshold", &p->xtc_threshold)) ||
+        (st = get_i32(req, "min_keep", 0, INT32_MAX, &p->min_keep)) ||
+        (st = get_i32(req, "repeat_last_n", -1, W, &p->penalty_last_n)) ||
+        (st = get_float(req, "repeat_penalty", &p->penalty_repeat)) ||
+        (st = get_float(req, "frequency_penalty", &p->penalty_freq)) ||
+        (st = get_float(req, "presence_penalty", &p->penalty_present)) ||
+        (st = get_float(req, "dry_multiplier", &p->dry_multiplier)) || (st = get_float(req, "dry_base", &p->dry_base)) ||
+        (st = get_i32(req, "dry_allowed_length", 0, W, &p->dry_allowed_length)) ||
+        (st = get_i32(req, "dry_penalty_last_n", -1, W, &p->dry_penalty_last_n)) ||
+        (st = get_i32(req, "mirostat", 0, 2, &p->mirostat)) || (st = get_float(req, "mirostat_tau", &p->mirostat_tau)) ||
+        (st = get_float(req, "mirostat_eta", &p->mirostat_eta)))
+        return st;
+    long long seed = -2;
+    if ((st = get_int(req, "seed", -1, 0xFFFFFFFFLL, &seed))) return st;
+    if (seed != -2) {
+        s->seed_given = seed >= 0 && seed != MF_SAMPLER_SEED_RANDOM;
+        p->seed = s->seed_given ? (uint32_t)seed : MF_SAMPLER_SEED_RANDOM;
+    }
+    static const char *const n_keys[] = {"n_predict", "max_tokens", "max_completion_tokens"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(n_keys); i++)
+        if ((st = get_int(req, n_keys[i], -1, 1LL << 40, &s->n_predict))) return st;
+    const json_t *v;
+    if ((v = json_object_get(req, "ignore_eos")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return mf_fail(MF_ERR_ARG, "request field 'ignore_eos' must be true or false");
+        p->ignore_eos = json_is_true(v);
+    }
+    if ((v = json_object_get(req, "stop")) && !json_is_null(v) &&
+        (st = json_strings(v, "stop", s, mf_sample_settings_add_stop)))
+        return st;
+    if ((v = json_object_get(req, "dry_sequence_breakers")) && !json_is_null(v)) {
+        mf_sample_settings_clear_breakers(s);
+        if ((st = json_strings(v, "dry_sequence_breakers", s, mf_sample_settings_add_breaker))) return st;
+    }
+    if ((v = json_object_get(req, "logit_bias")) && !json_is_null(v) && (st = json_bias(s, v))) return st;
+    if ((v = json_object_get(req, "samplers")) && !json_is_null(v) && (st = json_samplers(s, v))) return st;
+    return mf_sampler_params_check(p);
+}
