@@ -25,7 +25,8 @@ static float rng_weight(void) {
 }
 
 static const mf_type weight_types[] = {MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0,
-                                       MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_F16, MF_TYPE_BF16, MF_TYPE_F32};
+                                       MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K,
+                                       MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_F32};
 
 /* ---- hand-made blocks: fields written from the layout comments in quant.h ---- */
 
@@ -122,6 +123,35 @@ static void test_known_blocks(void) {
     }
     CHECKF(bad == 0, "q5_K: %d of 256 elements wrong", bad);
 
+    /* Q2_K: group g has scale g and min 15 - g; element e = 128h + 32k + l is bits 2k..2k+1 of
+     * qs[32h + l] */
+    mf_block_q2_K b2k = {.d = half, .dmin = mf_f32_to_fp16(0.25f)};
+    for (int g = 0; g < 16; g++) b2k.scales[g] = (uint8_t)(g | (15 - g) << 4);
+    for (int e = 0; e < 256; e++) b2k.qs[32 * (e / 128) + e % 32] |= (uint8_t)(((e * 5) % 4) << (2 * ((e % 128) / 32)));
+    mf_type_get_traits(MF_TYPE_Q2_K)->dequantize(&b2k, out, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) bad += out[e] != 0.5f * (e / 16) * ((e * 5) % 4) - 0.25f * (15 - e / 16);
+    CHECKF(bad == 0, "q2_K: %d of 256 elements wrong", bad);
+
+    /* Q3_K: 6-bit stored scale s_g = (3g + 5) % 64 (low nibbles in bytes 0..7, two per byte by g / 8;
+     * high 2 bits in byte 8 + g % 4 at bit 2 (g / 4)); level q = (3e) % 8 - 4, whose low 2 bits are
+     * stored as in Q2_K and whose bit 2 is bit e / 32 of hmask[e % 32] */
+    mf_block_q3_K b3k = {.d = half};
+    for (int g = 0; g < 16; g++) {
+        const int sg = (3 * g + 5) % 64;
+        b3k.scales[g % 8] |= (uint8_t)((sg & 15) << (4 * (g / 8)));
+        b3k.scales[8 + g % 4] |= (uint8_t)((sg >> 4) << (2 * (g / 4)));
+    }
+    for (int e = 0; e < 256; e++) {
+        const int u = (3 * e) % 8; /* q + 4 */
+        b3k.qs[32 * (e / 128) + e % 32] |= (uint8_t)((u & 3) << (2 * ((e % 128) / 32)));
+        b3k.hmask[e % 32] |= (uint8_t)((u >> 2) << (e / 32));
+    }
+    mf_type_get_traits(MF_TYPE_Q3_K)->dequantize(&b3k, out, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) bad += out[e] != 0.5f * ((3 * (e / 16) + 5) % 64 - 32) * ((3 * e) % 8 - 4);
+    CHECKF(bad == 0, "q3_K: %d of 256 elements wrong", bad);
+
     /* Q6_K: element e of half h = e / 128, r = e % 128, l = r % 32, quarter k = r / 32 lives in
      * ql[64h + l + 32 (k & 1)] (low nibble for k < 2, high for k >= 2) and bits 2k..2k+1 of qh[32h + l];
      * x = d * scales[e / 16] * (q - 32). */
@@ -154,6 +184,8 @@ static double roundtrip_bound(mf_type t) {
     case MF_TYPE_Q8_0: return 1.0 / 254 + 0.001;
     case MF_TYPE_Q8_1: return 1.0 / 254 + 0.001;
     case MF_TYPE_Q8_K: return 1.0 / 254 + 1e-6;
+    case MF_TYPE_Q2_K: return 0.25; /* 4 levels per 16 values with 4-bit scales and mins */
+    case MF_TYPE_Q3_K: return 0.22;
     case MF_TYPE_Q4_K: return 0.045; /* per 32-value sub-block with a 6-bit scale and min */
     case MF_TYPE_Q5_K: return 0.025;
     case MF_TYPE_Q6_K: return 0.02;
@@ -180,7 +212,8 @@ static void roundtrip(mf_type t, mf_quantize_fn q, const char *what, const float
             err = MF_MAX(err, fabsf(x[i] - y[i]));
         }
         /* asymmetric formats are bounded by the range (with the min clamped to <= 0 for K-quants) */
-        const bool asym = t == MF_TYPE_Q4_1 || t == MF_TYPE_Q5_1 || t == MF_TYPE_Q4_K || t == MF_TYPE_Q5_K;
+        const bool asym = t == MF_TYPE_Q4_1 || t == MF_TYPE_Q5_1 || t == MF_TYPE_Q2_K || t == MF_TYPE_Q4_K ||
+                          t == MF_TYPE_Q5_K;
         const float scale = asym ? hi - MF_MIN(lo, 0.f) : amax;
         if (scale > 0) worst = MF_MAX(worst, err / scale);
     }
@@ -352,7 +385,7 @@ static void test_table(void) {
         }
     }
     CHECK(mf_quant_file_quantizer(MF_TYPE_Q8_K) == NULL);
-    CHECK(mf_quant_file_quantizer(MF_TYPE_Q2_K) == NULL);
+    CHECK(mf_quant_file_quantizer(MF_TYPE_IQ4_NL) == NULL);
     CHECK(mf_row_size(MF_TYPE_Q4_K, 512) == 288);
     CHECK(mf_row_size(MF_TYPE_Q4_K, 300) == 0);
 }

@@ -27,8 +27,9 @@ static void quantize_usage(FILE *f) {
             "Converts the F32/F16/BF16 model IN to TYPE and writes OUT (atomically: OUT appears only\n"
             "when complete).\n"
             "TYPE: %s\n"
-            "  a plain type puts every weight matrix in that type; Q4_K_M and Q5_K_M are llama.cpp's\n"
-            "  mixtures (output, attn_v and ffn_down partly in Q6_K). Norms and biases stay as they are.\n\n"
+            "  a plain type puts every weight matrix in that type; Q3_K_M, Q4_K_M and Q5_K_M are\n"
+            "  llama.cpp's mixtures (more bits for output, attn_v and some ffn_down). Norms and biases\n"
+            "  stay as they are.\n\n"
             "  -t, --threads N  worker threads (default: all cores)\n"
             "  --dry-run        print each tensor's type change and write nothing\n",
             mf_quant_ftype_names());

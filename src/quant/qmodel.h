@@ -1,13 +1,15 @@
 /* qmodel.h: quantizing a whole GGUF model file (what `minfer quantize` runs).
  *
  * A file type (ftype) names the target: a plain type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K) puts every quantizable weight in that type, like llama-quantize --pure; Q4_K_M and
- * Q5_K_M are llama.cpp's mixtures (Q6_K for output.weight, a tied token_embd.weight, and the attn_v /
- * ffn_down weights of the layers use_more_bits picks). Quantizable = a weight with 2 or more
- * dimensions that is not a norm (llama.cpp's rules); everything else is copied unchanged. A row
- * length that the chosen type's block does not divide falls back as llama.cpp does (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0, then F16). Inputs must be F32, F16 or BF16; an already quantized
- * tensor is only copied when its target type is its own type (requantizing is refused). */
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) puts every quantizable weight in that type, like llama-quantize --pure;
+ * Q3_K_M, Q4_K_M and Q5_K_M are llama.cpp's mixtures (Q6_K for output.weight and a tied
+ * token_embd.weight, more bits for the attn_v and ffn_down weights its rules pick, and for Q3_K_M
+ * Q4_K attn_output). Quantizable = a weight with 2 or more dimensions that is not a norm (llama.cpp's
+ * rules); everything else is copied unchanged. A row length that the chosen type's block does not
+ * divide falls back as llama.cpp does (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * then F16). Inputs must be F32, F16 or BF16; an already quantized tensor is only copied when its
+ * target type is its own type (requantizing is refused).
+ */
 #ifndef MF_QMODEL_H
 #define MF_QMODEL_H
 
@@ -20,7 +22,7 @@ typedef struct mf_quant_ftype {
     const char *name;   /* "Q4_K_M" */
     mf_type type;       /* the type of ordinary weights */
     uint32_t file_type; /* general.file_type written (llama.cpp's LLAMA_FTYPE value) */
-    bool mixture;       /* llama.cpp's per-tensor rules (Q4_K_M, Q5_K_M) */
+    bool mixture;       /* llama.cpp's per-tensor rules (Q3_K_M, Q4_K_M, Q5_K_M) */
 } mf_quant_ftype;
 
 /* Case-insensitive lookup; NULL if name is not a file type. */

@@ -13,10 +13,11 @@
 /* general.file_type values are llama.cpp's LLAMA_FTYPE_*; a plain K type is written as the mixture
  * llama-quantize names it after (its "Q4_K" means Q4_K_M), which is what its --pure files carry. */
 static const mf_quant_ftype ftypes[] = {
-    {"F32", MF_TYPE_F32, 0, false},    {"F16", MF_TYPE_F16, 1, false},     {"BF16", MF_TYPE_BF16, 32, false},
-    {"Q4_0", MF_TYPE_Q4_0, 2, false},  {"Q4_1", MF_TYPE_Q4_1, 3, false},   {"Q5_0", MF_TYPE_Q5_0, 8, false},
-    {"Q5_1", MF_TYPE_Q5_1, 9, false},  {"Q8_0", MF_TYPE_Q8_0, 7, false},   {"Q4_K", MF_TYPE_Q4_K, 15, false},
-    {"Q5_K", MF_TYPE_Q5_K, 17, false}, {"Q6_K", MF_TYPE_Q6_K, 18, false},  {"Q4_K_M", MF_TYPE_Q4_K, 15, true},
+    {"F32", MF_TYPE_F32, 0, false},    {"F16", MF_TYPE_F16, 1, false},      {"BF16", MF_TYPE_BF16, 32, false},
+    {"Q4_0", MF_TYPE_Q4_0, 2, false},  {"Q4_1", MF_TYPE_Q4_1, 3, false},    {"Q5_0", MF_TYPE_Q5_0, 8, false},
+    {"Q5_1", MF_TYPE_Q5_1, 9, false},  {"Q8_0", MF_TYPE_Q8_0, 7, false},    {"Q2_K", MF_TYPE_Q2_K, 10, false},
+    {"Q3_K", MF_TYPE_Q3_K, 12, false}, {"Q4_K", MF_TYPE_Q4_K, 15, false},   {"Q5_K", MF_TYPE_Q5_K, 17, false},
+    {"Q6_K", MF_TYPE_Q6_K, 18, false}, {"Q3_K_M", MF_TYPE_Q3_K, 12, true},  {"Q4_K_M", MF_TYPE_Q4_K, 15, true},
     {"Q5_K_M", MF_TYPE_Q5_K, 17, true},
 };
 
@@ -26,7 +27,9 @@ const mf_quant_ftype *mf_quant_ftype_find(const char *name) {
     return NULL;
 }
 
-const char *mf_quant_ftype_names(void) { return "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M"; }
+const char *mf_quant_ftype_names(void) {
+    return "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K Q3_K_M Q4_K_M Q5_K_M";
+}
 
 typedef enum { CAT_TOKEN_EMBD, CAT_ATTN_Q, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_QKV, CAT_ATTN_KV_B, CAT_ATTN_OUTPUT,
                CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN, CAT_OUTPUT, CAT_OTHER } category;
@@ -110,19 +113,24 @@ static bool use_more_bits(int i_layer, int n_layers) {
     return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
-/* llama.cpp's mixture rules for the file types minfer writes (Q4_K_M, Q5_K_M). */
+/* llama.cpp's mixture rules for the file types minfer writes (Q3_K_M, Q4_K_M, Q5_K_M: the mixture
+ * is named by its base type). */
 static mf_type mixture_type(plan_state *st, const mf_gguf_tensor *t, const mf_quant_ftype *ft, category cat) {
     mf_type type = ft->type;
     const bool falcon = !strcmp(st->arch, "falcon");
-    const bool q4km = ft->type == MF_TYPE_Q4_K;
+    const bool q3km = ft->type == MF_TYPE_Q3_K, q4km = ft->type == MF_TYPE_Q4_K;
     if (cat == CAT_OUTPUT || (st->tied && cat == CAT_TOKEN_EMBD)) {
         if (falcon || t->ne[0] % mf_type_get_traits(type)->blck_size != 0) return MF_TYPE_Q8_0;
         return MF_TYPE_Q6_K;
     }
     if (is_attn_v_like(cat)) {
-        if (use_more_bits(st->i_attention_wv, st->n_attention_wv)) type = MF_TYPE_Q6_K;
+        if (q3km)
+            type = st->i_attention_wv < 2 ? MF_TYPE_Q5_K : MF_TYPE_Q4_K;
+        else if (use_more_bits(st->i_attention_wv, st->n_attention_wv))
+            type = MF_TYPE_Q6_K;
         /* a 70B llama shares each attn_v between 8 heads: more bits there cost little */
-        if (!strcmp(st->arch, "llama") && st->n_layer == 80 && st->n_head != st->n_head_kv && type == MF_TYPE_Q4_K)
+        if (!strcmp(st->arch, "llama") && st->n_layer == 80 && st->n_head != st->n_head_kv &&
+            (type == MF_TYPE_Q3_K || type == MF_TYPE_Q4_K))
             type = MF_TYPE_Q5_K;
         if (st->n_expert == 8) type = MF_TYPE_Q8_0;
         st->i_attention_wv++;
@@ -132,13 +140,20 @@ static mf_type mixture_type(plan_state *st, const mf_gguf_tensor *t, const mf_qu
         int i_layer = st->i_ffn_down;
         if (st->n_expert > 1) i_layer = layer_of(t->name); /* experts are not stored in layer order */
         const int n_layer = (int)st->n_layer;
-        if (q4km && falcon)
+        if (q3km)
+            type = i_layer < n_layer / 16                      ? MF_TYPE_Q5_K
+                   : !falcon || use_more_bits(i_layer, n_layer) ? MF_TYPE_Q4_K
+                                                                : MF_TYPE_Q3_K;
+        else if (q4km && falcon)
             type = i_layer < n_layer / 16 ? MF_TYPE_Q6_K : use_more_bits(i_layer, n_layer) ? MF_TYPE_Q5_K : MF_TYPE_Q4_K;
         else if (use_more_bits(i_layer, n_layer))
             type = MF_TYPE_Q6_K;
         st->i_ffn_down++;
     } else if (cat == CAT_ATTN_OUTPUT) {
-        if (!falcon && st->n_expert == 8 && q4km) type = MF_TYPE_Q5_K;
+        if (!falcon && st->n_expert == 8 && (q3km || q4km))
+            type = MF_TYPE_Q5_K;
+        else if (!falcon && q3km)
+            type = MF_TYPE_Q4_K;
     }
     return type;
 }
@@ -149,6 +164,8 @@ static mf_status fallback(const mf_gguf_tensor *t, mf_type *type) {
     if (t->ne[0] % blk == 0) return MF_OK;
     mf_type fb;
     switch (*type) {
+    case MF_TYPE_Q2_K:
+    case MF_TYPE_Q3_K: fb = MF_TYPE_Q4_0; break;
     case MF_TYPE_Q4_K: fb = MF_TYPE_Q5_0; break;
     case MF_TYPE_Q5_K: fb = MF_TYPE_Q5_1; break;
     case MF_TYPE_Q6_K: fb = MF_TYPE_Q8_0; break;

@@ -88,6 +88,16 @@ typedef struct { uint8_t ql[MF_QK_K / 2]; uint8_t qh[MF_QK_K / 4]; int8_t scales
 /* Activation format for K-quant dots: float d, int8 q, and sums of each group of 16 q. */
 typedef struct { float d; int8_t qs[MF_QK_K]; int16_t bsums[MF_QK_K / 16]; } mf_block_q8_K;
 
+/* 16 groups of 16 with 4-bit scale (low nibble) and min (high nibble) in scales[g]; 2-bit q.
+ * x = d * sc_g * q - dmin * m_g. Element e = 128h + 32k + l (l < 32) is bits 2k..2k+1 of qs[32h + l]. */
+typedef struct { uint8_t scales[MF_QK_K / 16]; uint8_t qs[MF_QK_K / 4]; uint16_t d, dmin; } mf_block_q2_K;
+/* 16 groups of 16 with 6-bit scales s_g (stored + 32, packed in scales[12]); 3-bit signed q:
+ * low 2 bits as in Q2_K, bit 2 (set = no -4) is bit e / 32 of hmask[e % 32]. x = d * (s_g - 32) * q.
+ * s_g: low 4 bits = g < 8 ? scales[g] & 15 : scales[g - 8] >> 4, high 2 bits = scales[8 + g % 4] >> 2 (g / 4). */
+typedef struct { uint8_t hmask[MF_QK_K / 8]; uint8_t qs[MF_QK_K / 4]; uint8_t scales[12]; uint16_t d; } mf_block_q3_K;
+
+MF_STATIC_ASSERT(sizeof(mf_block_q2_K) == 84, "q2_K block size");
+MF_STATIC_ASSERT(sizeof(mf_block_q3_K) == 110, "q3_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q4_0) == 18, "q4_0 block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q4_1) == 20, "q4_1 block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q5_0) == 22, "q5_0 block size");

@@ -14,12 +14,8 @@
 
 /* ---- scale search helpers ---- */
 
-/* Asymmetric (scale, min) fit of n values to levels 0..nmax, minimizing the weighted squared error:
- * start from the min/max grid, then try nstep + 1 grid scalings (rmin + rdelta * is + nmax) / range,
- * solving the 2x2 least-squares system for scale and min at each. L receives the levels; *the_min
- * the (positive) offset to subtract, i.e. x ~ scale * L - *the_min. */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min,
-                           uint8_t *Laux, float rmin, float rdelta, int nstep) {
+float mf_quant_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min,
+                             uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -42,7 +38,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         int l = mf_quant_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)MF_MAX(0, MF_MIN(nmax, l));
         float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -66,7 +62,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 float diff = this_scale * Laux[i] + this_min - x[i];
-                cur_error += w[i] * (diff * diff);
+                cur_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
             }
             if (cur_error < best_error) {
                 memcpy(L, Laux, (size_t)n);
@@ -146,7 +142,7 @@ static void quantize_k_superblock(const float *x, int nmax, float rmin, float rd
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
-        scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+        scales[j] = mf_quant_fit_scale_min(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

@@ -18,6 +18,14 @@ static inline int mf_quant_nearest_int(float x) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* Asymmetric (scale, min) fit of n values to levels 0..nmax, minimizing the weighted squared (or,
+ * with use_mad, absolute) error: start from the min/max grid, then try nstep + 1 grid scalings
+ * (rmin + rdelta * is + nmax) / range, solving the 2x2 least-squares system for scale and min at each.
+ * L receives the levels, *the_min the (positive) offset: x ~ scale * L - *the_min. Laux: n scratch
+ * bytes. llama.cpp's make_qkx2_quants, float operation order included. */
+float mf_quant_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min,
+                             uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+
 /* dequantize: blocks -> floats */
 void mf_quant_dequant_f32(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_f16(const void *src, float *dst, int64_t n);
@@ -28,6 +36,8 @@ void mf_quant_dequant_q5_0(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q5_1(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q8_0(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q8_1(const void *src, float *dst, int64_t n);
+void mf_quant_dequant_q2_K(const void *src, float *dst, int64_t n);
+void mf_quant_dequant_q3_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q4_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q5_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q6_K(const void *src, float *dst, int64_t n);
@@ -41,6 +51,8 @@ void mf_quant_quantize_q4_0(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q4_1(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q5_0(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q5_1(const float *src, void *dst, int64_t n);
+void mf_quant_quantize_q2_K(const float *src, void *dst, int64_t n);
+void mf_quant_quantize_q3_K(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q4_K(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q5_K(const float *src, void *dst, int64_t n);
 void mf_quant_quantize_q6_K(const float *src, void *dst, int64_t n);
@@ -60,6 +72,8 @@ float mf_quant_dot_q4_1_q8_1(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q5_0_q8_0(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q5_1_q8_1(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q8_0_q8_0(int64_t n, const void *w, const void *a);
+float mf_quant_dot_q2_K_q8_K(int64_t n, const void *w, const void *a);
+float mf_quant_dot_q3_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q4_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q5_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q6_K_q8_K(int64_t n, const void *w, const void *a);

@@ -1,5 +1,6 @@
 /* types.c: the type-traits table: block size, bytes per block and name of every GGML type id, and
- * the reference functions for the formats minfer computes with (quant_legacy.c, quant_k.c, vec_dot.c). */
+ * the reference functions for the formats minfer computes with (quant_legacy.c, quant_k.c,
+ * quant_k23.c, vec_dot.c). */
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
 #include "core/core.h"
@@ -25,8 +26,10 @@ static const mf_type_traits traits[MF_TYPE_COUNT] = {
                       mf_quant_dot_q8_0_q8_0, MF_TYPE_Q8_0},
     [MF_TYPE_Q8_1] = {"Q8_1", MF_QK8_1, sizeof(mf_block_q8_1), true, mf_quant_dequant_q8_1, mf_quant_quantize_q8_1_act,
                       NULL, MF_TYPE_Q8_1},
-    [MF_TYPE_Q2_K] = {"Q2_K", MF_QK_K, 84, true},
-    [MF_TYPE_Q3_K] = {"Q3_K", MF_QK_K, 110, true},
+    [MF_TYPE_Q2_K] = {"Q2_K", MF_QK_K, sizeof(mf_block_q2_K), true, mf_quant_dequant_q2_K, mf_quant_quantize_q2_K,
+                      mf_quant_dot_q2_K_q8_K, MF_TYPE_Q8_K},
+    [MF_TYPE_Q3_K] = {"Q3_K", MF_QK_K, sizeof(mf_block_q3_K), true, mf_quant_dequant_q3_K, mf_quant_quantize_q3_K,
+                      mf_quant_dot_q3_K_q8_K, MF_TYPE_Q8_K},
     [MF_TYPE_Q4_K] = {"Q4_K", MF_QK_K, sizeof(mf_block_q4_K), true, mf_quant_dequant_q4_K, mf_quant_quantize_q4_K,
                       mf_quant_dot_q4_K_q8_K, MF_TYPE_Q8_K},
     [MF_TYPE_Q5_K] = {"Q5_K", MF_QK_K, sizeof(mf_block_q5_K), true, mf_quant_dequant_q5_K, mf_quant_quantize_q5_K,

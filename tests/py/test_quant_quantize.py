@@ -233,3 +233,39 @@ def test_row_length_fallbacks(tmp_path):
     r = quantize(src, tmp_path / "q4_0.gguf", "Q4_0", check=False)
     assert r.returncode == 1 and "blk.0.ffn_gate.weight" in r.stderr and "100" in r.stderr
     assert not (tmp_path / "q4_0.gguf").exists()
+
+
+def test_q2_k_q3_k_and_q3_k_m(tmp_path):
+    """No llama.cpp fixture has Q2_K/Q3_K, so: our Q2_K/Q3_K bytes decode (gguf package) to what
+    `minfer dump` gives, the error ranks between the formats as it must, and Q3_K_M follows
+    llama.cpp's rules (attn_v of the first two layers Q5_K, attn_output Q4_K, ffn_down Q4_K)."""
+    src = MODELS / "mini-qwen2.F32.gguf"
+    f32 = {t.name: as_f32(t) for t in gguf.GGUFReader(src).tensors}
+    rmse = {}
+    for qtype in ["Q2_K", "Q3_K", "Q4_K"]:
+        out = tmp_path / f"{qtype}.gguf"
+        quantize(src, out, qtype)
+        dump = tmp_path / f"dump-{qtype}"
+        subprocess.run([MINFER, "dump", str(out), "--all", "-o", str(dump)], check=True)
+        err = n = 0
+        for t in gguf.GGUFReader(out).tensors:
+            ref = as_f32(t)
+            ours = np.fromfile(dump / f"{t.name}.f32", dtype="<f4")
+            assert np.max(np.abs(ours - ref)) <= 4 * np.finfo(np.float32).eps * np.max(np.abs(ref)), t.name
+            err += float(np.sum((ref - f32[t.name]) ** 2))
+            n += ref.size
+        rmse[qtype] = (err / n) ** 0.5
+    rms = (sum(float(np.sum(v ** 2)) for v in f32.values()) / sum(v.size for v in f32.values())) ** 0.5
+    assert rmse["Q2_K"] > rmse["Q3_K"] > rmse["Q4_K"]
+    assert rmse["Q3_K"] < 0.25 * rms and rmse["Q2_K"] < 0.45 * rms, (rmse, rms)
+
+    out = tmp_path / "q3km.gguf"
+    quantize(src, out, "Q3_K_M")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+    assert metadata(gguf.GGUFReader(out))["general.file_type"][1][0] == 12
+    for i in range(2):
+        assert types[f"blk.{i}.attn_v.weight"] == "Q5_K"
+        assert types[f"blk.{i}.attn_output.weight"] == "Q4_K"
+        assert types[f"blk.{i}.ffn_down.weight"] == "Q4_K"
+        assert types[f"blk.{i}.ffn_up.weight"] == "Q3_K"
+    assert types["output.weight"] == "Q6_K" and types["token_embd.weight"] == "Q3_K"
