@@ -25,7 +25,8 @@
 #include <stdint.h>
 
 /* The stages that --samplers can order. Append-only. Logit bias is not listed: it always runs first,
- * as in llama.cpp. With Mirostat on, the chain is fixed: logit bias, temperature, Mirostat. */
+ * as in llama.cpp. With Mirostat on, the chain is fixed, as in llama.cpp: logit bias, temperature,
+ * Mirostat (no penalties, DRY or truncation stages). */
 typedef enum mf_sampler_stage {
     MF_STAGE_PENALTIES,   /* "penalties", letter 'e' */
     MF_STAGE_DRY,         /* "dry", 'd' */
@@ -88,7 +89,9 @@ typedef struct mf_sampler_params {
 
 /* What the sampler needs to know about the model. piece may be NULL when neither DRY nor logit
  * bias by text is used; it returns the bytes of one token as the detokenizer prints it (special
- * tokens with their text), valid until the next call, and sets *len. */
+ * tokens with their text), valid until the next call, and sets *len, or NULL for an id it does not
+ * know. piece and user must stay valid while the sampler lives: DRY calls it while sampling to follow
+ * a sequence breaker that spans tokens. */
 typedef struct mf_sampler_vocab {
     int32_t n_vocab; /* number of logits per token */
     int32_t n_ctx;   /* context size, resolves penalty_last_n = -1 and dry_penalty_last_n = -1 */
@@ -121,8 +124,7 @@ mf_status mf_sampler_params_check(const mf_sampler_params *p);
 
 /* Create a sampler; *out is NULL on failure. Fails with MF_ERR_ARG for bad parameters,
  * MF_ERR_NOT_FOUND for a logit-bias text that no token has, MF_ERR_RANGE for a token id outside the
- * vocabulary, MF_ERR_NOMEM. The params' arrays are copied; the vocab's piece callback is called only
- * during creation. */
+ * vocabulary, MF_ERR_NOMEM. The params' arrays are copied; eog is read during creation only. */
 mf_status mf_sampler_create(const mf_sampler_params *p, const mf_sampler_vocab *v, mf_sampler **out);
 void mf_sampler_free(mf_sampler *s);
 
