@@ -176,8 +176,11 @@ static mf_status load_merges(mf_tokenizer *t, const mf_gguf *g) {
         const mf_str *m = &merges->arr.strs[r];
         /* "A B": split at the first space after the first byte. */
         const char *sp = m->len > 1 ? memchr(m->ptr + 1, ' ', m->len - 1) : NULL;
-        if (!sp) return mf_fail(MF_ERR_FORMAT, "tokenizer.ggml.merges[%llu] = '%.*s': expected two tokens separated "
-                                "by a space", (unsigned long long)r, (int)MF_MIN(m->len, 64), m->ptr);
+        if (!sp) {
+            free(buf);
+            return mf_fail(MF_ERR_FORMAT, "tokenizer.ggml.merges[%llu] = '%.*s': expected two tokens separated by a "
+                           "space", (unsigned long long)r, (int)MF_MIN(m->len, 64), m->ptr);
+        }
         size_t la = (size_t)(sp - m->ptr), lb = m->len - la - 1;
         if (la + lb > buf_cap) {
             buf_cap = (la + lb) * 2;
