@@ -42,20 +42,23 @@ typedef struct {
     size_t norm_cap;
 } enc;
 
-static mf_status grow(void **p, size_t *cap, size_t need, size_t elem) {
+/* Grow the array whose pointer is at pp (any object pointer type) to hold need elements. */
+static mf_status grow(void *pp, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return MF_OK;
     size_t ncap = *cap ? *cap : 64;
     while (ncap < need) ncap *= 2;
-    void *q = mf_realloc(*p, ncap * elem);
+    void *p;
+    memcpy(&p, pp, sizeof p);
+    void *q = mf_realloc(p, ncap * elem);
     if (!q) return MF_ERR_NOMEM;
-    *p = q;
+    memcpy(pp, &q, sizeof q);
     *cap = ncap;
     return MF_OK;
 }
 
 static mf_status emit(enc *e, int32_t id) {
     if (e->n == e->cap) {
-        mf_status s = grow((void **)&e->ids, &e->cap, e->n + 1, sizeof *e->ids);
+        mf_status s = grow(&e->ids, &e->cap, e->n + 1, sizeof *e->ids);
         if (s) return s;
     }
     e->ids[e->n++] = id;
@@ -195,8 +198,8 @@ static cache_slot *cache_find(enc *e, const uint8_t *p, size_t n, uint64_t h) {
 
 static mf_status cache_put(enc *e, cache_slot *s, const uint8_t *p, size_t n, uint64_t h, const int32_t *ids, size_t k) {
     if (e->n_slots * 2 >= e->slot_mask + 1) return MF_OK; /* full enough: stop caching */
-    if (grow((void **)&e->words, &e->words_cap, e->words_len + n, 1) ||
-        grow((void **)&e->cids, &e->cids_cap, e->cids_len + k, sizeof *e->cids))
+    if (grow(&e->words, &e->words_cap, e->words_len + n, 1) ||
+        grow(&e->cids, &e->cids_cap, e->cids_len + k, sizeof *e->cids))
         return MF_ERR_NOMEM;
     memcpy(e->words + e->words_len, p, n);
     memcpy(e->cids + e->cids_len, ids, k * sizeof *ids);
@@ -225,7 +228,7 @@ static mf_status bpe_piece(void *ctx, const uint8_t *p, size_t n) {
         h = mf_tok_hash(p, n);
         slot = cache_find(e, p, n, h);
         if (slot->word_len) {
-            mf_status s = grow((void **)&e->ids, &e->cap, e->n + slot->n_ids, sizeof *e->ids);
+            mf_status s = grow(&e->ids, &e->cap, e->n + slot->n_ids, sizeof *e->ids);
             if (s) return s;
             memcpy(e->ids + e->n, e->cids + slot->ids_off, slot->n_ids * sizeof *e->ids);
             e->n += slot->n_ids;
@@ -236,7 +239,7 @@ static mf_status bpe_piece(void *ctx, const uint8_t *p, size_t n) {
     if (s) return s;
     for (size_t i = 0; i < n; i++) e->sym[i] = t->byte_tok[p[i]];
     size_t k = n <= SMALL_PIECE ? bpe_scan(t, e->sym, e->merged, e->rank, n) : bpe_heap(e, n);
-    if ((s = grow((void **)&e->ids, &e->cap, e->n + k, sizeof *e->ids))) return s;
+    if ((s = grow(&e->ids, &e->cap, e->n + k, sizeof *e->ids))) return s;
     memcpy(e->ids + e->n, e->sym, k * sizeof *e->ids);
     e->n += k;
     return slot ? cache_put(e, slot, p, n, h, e->sym, k) : MF_OK;
