@@ -267,7 +267,7 @@ mf_status mf_gguf_writer_add_tensor(mf_gguf_writer *w, const char *name, mf_type
     if (s != MF_OK) return s;
     const mf_type_traits *tr = mf_type_get_traits(type);
     if (!tr->blck_size) return mf_fail(MF_ERR_ARG, "GGUF writer: tensor '%s': type id %u is not a known GGML type", name, type);
-    if (n_dims < 1 || n_dims > MF_GGUF_MAX_DIMS)
+    if (n_dims < 1 || n_dims > MF_GGUF_MAX_DIMS || !ne)
         return mf_fail(MF_ERR_ARG, "GGUF writer: tensor '%s': n_dims %u outside 1..%d", name, n_dims, MF_GGUF_MAX_DIMS);
     wtensor t = {.type = type, .n_dims = n_dims, .ne = {1, 1, 1, 1}};
     uint64_t rows = 1;
@@ -449,6 +449,7 @@ mf_status mf_gguf_writer_write_tensor_data(mf_gguf_writer *w, int64_t i, const v
         return abandon(w, mf_fail(MF_ERR_ARG, "GGUF writer: tensor %lld written, expected tensor %lld of %lld (declaration order)",
                                   (long long)i, (long long)w->next_tensor, (long long)w->n_tensors));
     const wtensor *t = &w->tensors[i];
+    if (!data) return abandon(w, mf_fail(MF_ERR_ARG, "GGUF writer: tensor '%s': data is NULL", t->name));
     if (nbytes != t->nbytes)
         return abandon(w, mf_fail(MF_ERR_ARG, "GGUF writer: tensor '%s' needs %llu bytes, got %zu", t->name,
                                   (unsigned long long)t->nbytes, nbytes));
