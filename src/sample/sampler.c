@@ -254,11 +254,13 @@ mf_status mf_sampler_create(const mf_sampler_params *p, const mf_sampler_vocab *
     size_t nv = (size_t)v->n_vocab;
     s->wl = mf_malloc(nv * sizeof *s->wl);
     s->cand = mf_malloc(nv * sizeof *s->cand);
-    s->tmp = mf_malloc(nv * sizeof *s->tmp);
-    if (!s->wl || !s->cand || !s->tmp) goto nomem;
+    if (!s->wl || !s->cand) goto nomem;
     for (size_t i = 0; i < s->n_stages; i++)
-        if (s->stages[i] == MF_STAGE_TYPICAL && p->mirostat == 0 && !s->scored)
-            if (!(s->scored = mf_malloc(nv * sizeof *s->scored))) goto nomem;
+        if (s->stages[i] == MF_STAGE_TYPICAL && p->mirostat == 0 && !s->scored) {
+            s->scored = mf_malloc(nv * sizeof *s->scored);
+            s->tmp = mf_malloc(nv * sizeof *s->tmp);
+            if (!s->scored || !s->tmp) goto nomem;
+        }
     if ((st = resolve_bias(s, p, v)) || (st = mf_history_init(s, p, v))) {
         mf_sampler_free(s);
         return st;

@@ -51,8 +51,8 @@ struct mf_sampler {
 
     float *wl;                     /* [n_vocab] dense logits */
     mf_sampler_candidate *cand;    /* [n_vocab] */
-    mf_sampler_candidate *tmp;     /* [n_vocab] scratch for reorders */
-    mf_scored *scored;             /* [n_vocab] scratch (typical), NULL when no typical stage */
+    mf_sampler_candidate *tmp;     /* [n_vocab] scratch for typical's reorder, NULL without it */
+    mf_scored *scored;             /* [n_vocab] scratch for typical, NULL without it */
     size_t n_cand;
     bool dense, sorted;
     bool dist_pending; /* cand holds a normalized distribution not yet drawn from */

@@ -456,13 +456,15 @@ void mf_stage_mirostat(mf_sampler *s) {
         mf_sampler_softmax(s);
         /* -log2 p <= mu  <=>  p >= 2^-mu */
         float pmin = exp2f(-s->mu);
-        size_t w = 0, best = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (better(&s->cand[i], &s->cand[best])) best = i;
-            if (s->cand[i].p >= pmin) s->tmp[w++] = s->cand[i];
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (s->cand[i].p >= pmin) s->cand[w++] = s->cand[i];
+        if (w == 0) { /* nothing was moved: keep the most likely token */
+            size_t best = 0;
+            for (size_t i = 1; i < n; i++)
+                if (better(&s->cand[i], &s->cand[best])) best = i;
+            s->cand[w++] = s->cand[best];
         }
-        if (w == 0) s->tmp[w++] = s->cand[best];
-        memcpy(s->cand, s->tmp, w * sizeof *s->cand);
         s->n_cand = w;
     }
     mf_sampler_softmax(s);
