@@ -25,12 +25,6 @@
 #define MIN_TENSOR_SIZE 33 /* u64 name length, 1 name byte, u32 n_dims, one u64 ne, u32 type, u64 offset */
 #define MAX_COUNT ((uint64_t)INT32_MAX)
 
-static const uint8_t vtype_size[MF_GGUF_VTYPE_COUNT] = {
-    [MF_GGUF_UINT8] = 1, [MF_GGUF_INT8] = 1,    [MF_GGUF_UINT16] = 2, [MF_GGUF_INT16] = 2,
-    [MF_GGUF_UINT32] = 4, [MF_GGUF_INT32] = 4,  [MF_GGUF_FLOAT32] = 4, [MF_GGUF_BOOL] = 1,
-    [MF_GGUF_UINT64] = 8, [MF_GGUF_INT64] = 8,  [MF_GGUF_FLOAT64] = 8,
-};
-
 typedef struct reader {
     mf_gguf *g;
     const uint8_t *base;
@@ -128,7 +122,7 @@ static mf_status read_array(reader *r, mf_gguf_value *v, int depth) {
         return fail(r, MF_ERR_FORMAT, "%s: arrays nested more than %d deep at byte %llu", r->ctx, MF_GGUF_MAX_NESTING,
                     (unsigned long long)at);
     /* Every element takes at least this many bytes, so n is bounded by the file before allocating. */
-    uint64_t min_elem = et == MF_GGUF_STRING ? 8 : et == MF_GGUF_ARRAY ? 12 : vtype_size[et];
+    uint64_t min_elem = et == MF_GGUF_STRING ? 8 : et == MF_GGUF_ARRAY ? 12 : mf_gguf_vtype_size((mf_gguf_vtype)et);
     if (!mf_mul_u64(n, min_elem, &min_bytes) || min_bytes > r->size - r->pos)
         return fail(r, MF_ERR_FORMAT, "%s: array of %llu %s elements at byte %llu does not fit in the file (%llu bytes left)",
                     r->ctx, (unsigned long long)n, mf_gguf_vtype_name((mf_gguf_vtype)et), (unsigned long long)at,
@@ -169,7 +163,7 @@ static mf_status read_value(reader *r, mf_gguf_vtype type, mf_gguf_value *v, int
     v->type = type;
     if (type == MF_GGUF_STRING) return read_str(r, "string value", &v->str);
     if (type == MF_GGUF_ARRAY) return read_array(r, v, depth);
-    if ((s = need(r, vtype_size[type], "value")) != MF_OK) return s;
+    if ((s = need(r, mf_gguf_vtype_size(type), "value")) != MF_OK) return s;
     const uint8_t *p = r->base + r->pos;
     uint8_t u8;
     int8_t i8;
@@ -197,7 +191,7 @@ static mf_status read_value(reader *r, mf_gguf_vtype type, mf_gguf_value *v, int
         break;
     default: MF_ASSERT(!"unreachable value type");
     }
-    r->pos += vtype_size[type];
+    r->pos += mf_gguf_vtype_size(type);
     return MF_OK;
 }
 

@@ -61,6 +61,8 @@ struct mf_gguf {
 bool mf_gguf_value_as_u64(const mf_gguf_value *v, uint64_t *out);
 bool mf_gguf_value_as_i64(const mf_gguf_value *v, int64_t *out);
 bool mf_gguf_vtype_is_signed(mf_gguf_vtype t);
+/* Bytes of one scalar value on disk; 0 for STRING, ARRAY and unknown ids. */
+size_t mf_gguf_vtype_size(mf_gguf_vtype t);
 bool mf_gguf_vtype_is_unsigned(mf_gguf_vtype t);
 
 #endif /* MF_GGUF_INTERNAL_H */

@@ -37,15 +37,6 @@ bool mf_gguf_value_as_i64(const mf_gguf_value *v, int64_t *out) {
     return false;
 }
 
-static size_t elem_size(mf_gguf_vtype t) {
-    switch (t) {
-    case MF_GGUF_UINT8: case MF_GGUF_INT8: case MF_GGUF_BOOL: return 1;
-    case MF_GGUF_UINT16: case MF_GGUF_INT16: return 2;
-    case MF_GGUF_UINT32: case MF_GGUF_INT32: case MF_GGUF_FLOAT32: return 4;
-    default: return 8;
-    }
-}
-
 bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b) {
     if (a->type != b->type) return false;
     switch (a->type) {
@@ -63,7 +54,7 @@ bool mf_gguf_value_equal(const mf_gguf_value *a, const mf_gguf_value *b) {
             }
         }
         if (a->arr.type == MF_GGUF_STRING || a->arr.type == MF_GGUF_ARRAY || a->arr.n == 0) return true;
-        return !memcmp(a->arr.data, b->arr.data, a->arr.n * elem_size(a->arr.type));
+        return !memcmp(a->arr.data, b->arr.data, a->arr.n * mf_gguf_vtype_size(a->arr.type));
     default: return a->u64 == b->u64; /* integers: u64 and i64 share the bits */
     }
 }
@@ -72,7 +63,7 @@ bool mf_gguf_arr_get_i64(const mf_gguf_value *arr, uint64_t i, int64_t *out) {
     if (arr->type != MF_GGUF_ARRAY || i >= arr->arr.n) return false;
     mf_gguf_vtype t = arr->arr.type;
     if (!mf_gguf_vtype_is_signed(t) && !mf_gguf_vtype_is_unsigned(t) && t != MF_GGUF_BOOL) return false;
-    size_t es = elem_size(t);
+    size_t es = mf_gguf_vtype_size(t);
     const uint8_t *p = (const uint8_t *)arr->arr.data + i * es;
     uint64_t u = 0;
     memcpy(&u, p, es); /* little-endian host: the low bytes */

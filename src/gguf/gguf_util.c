@@ -65,6 +65,14 @@ void mf_gguf_arena_free(mf_gguf_arena *a) {
     a->head = NULL;
 }
 
+static const uint8_t vtype_sizes[MF_GGUF_VTYPE_COUNT] = {
+    [MF_GGUF_UINT8] = 1, [MF_GGUF_INT8] = 1,    [MF_GGUF_UINT16] = 2, [MF_GGUF_INT16] = 2,
+    [MF_GGUF_UINT32] = 4, [MF_GGUF_INT32] = 4,  [MF_GGUF_FLOAT32] = 4, [MF_GGUF_BOOL] = 1,
+    [MF_GGUF_UINT64] = 8, [MF_GGUF_INT64] = 8,  [MF_GGUF_FLOAT64] = 8,
+};
+
+size_t mf_gguf_vtype_size(mf_gguf_vtype t) { return (unsigned)t < MF_GGUF_VTYPE_COUNT ? vtype_sizes[t] : 0; }
+
 /* FNV-1a, 64-bit. */
 uint64_t mf_gguf_hash(const char *s) {
     uint64_t h = 0xcbf29ce484222325ull;

@@ -92,16 +92,6 @@ void mf_gguf_writer_remove_temp_files(void) {
 
 /* ---- value encoding ---- */
 
-static size_t scalar_size(mf_gguf_vtype t) {
-    switch (t) {
-    case MF_GGUF_UINT8: case MF_GGUF_INT8: case MF_GGUF_BOOL: return 1;
-    case MF_GGUF_UINT16: case MF_GGUF_INT16: return 2;
-    case MF_GGUF_UINT32: case MF_GGUF_INT32: case MF_GGUF_FLOAT32: return 4;
-    case MF_GGUF_UINT64: case MF_GGUF_INT64: case MF_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 static mf_status encode_str(wbuf *b, const char *p, uint64_t len) {
     mf_status s = wput(b, &len, 8);
     if (s == MF_OK && len > SIZE_MAX) return mf_fail(MF_ERR_ARG, "GGUF writer: string of %llu bytes", (unsigned long long)len);
@@ -151,7 +141,7 @@ static mf_status encode_array(wbuf *b, const mf_gguf_value *v, int depth) {
         }
     } else if (s == MF_OK) {
         uint64_t bytes;
-        if (!mf_mul_u64(n, scalar_size((mf_gguf_vtype)et), &bytes) || bytes > SIZE_MAX)
+        if (!mf_mul_u64(n, mf_gguf_vtype_size((mf_gguf_vtype)et), &bytes) || bytes > SIZE_MAX)
             return mf_fail(MF_ERR_ARG, "GGUF writer: array of %llu elements is too large", (unsigned long long)n);
         s = wput(b, v->arr.data, (size_t)bytes); /* packed little-endian, as the reader gives it */
     }
