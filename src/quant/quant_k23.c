@@ -70,10 +70,12 @@ void mf_quant_dequant_q2_K(const void *src, float *dst, int64_t n) {
     const mf_block_q2_K *b = src;
     for (int64_t i = 0; i < n / MF_QK_K; i++, dst += MF_QK_K) {
         const float d = mf_fp16_to_f32(b[i].d), min = mf_fp16_to_f32(b[i].dmin);
-        for (int e = 0; e < MF_QK_K; e++) {
-            const uint8_t sc = b[i].scales[e / 16];
+        for (int g = 0; g < 16; g++) { /* group g = elements 16g..16g+15: half g / 8, field (g / 2) % 4 */
+            const uint8_t sc = b[i].scales[g];
             const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
-            dst[e] = dl * level_2bit(b[i].qs, e) - ml;
+            const uint8_t *q = b[i].qs + 32 * (g / 8) + 16 * (g % 2);
+            const int shift = 2 * ((g / 2) % 4);
+            for (int l = 0; l < 16; l++) dst[16 * g + l] = dl * ((q[l] >> shift) & 3) - ml;
         }
     }
 }
@@ -191,10 +193,11 @@ void mf_quant_dequant_q3_K(const void *src, float *dst, int64_t n) {
     const mf_block_q3_K *b = src;
     for (int64_t i = 0; i < n / MF_QK_K; i++, dst += MF_QK_K) {
         const float d_all = mf_fp16_to_f32(b[i].d);
-        for (int e = 0; e < MF_QK_K; e++) {
-            const float dl = d_all * q3_scale(b[i].scales, e / 16);
-            const int q = level_2bit(b[i].qs, e) - ((b[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
-            dst[e] = dl * q;
+        for (int g = 0; g < 16; g++) {
+            const float dl = d_all * q3_scale(b[i].scales, g);
+            const uint8_t *q = b[i].qs + 32 * (g / 8) + 16 * (g % 2), *hm = b[i].hmask + 16 * (g % 2);
+            const int shift = 2 * ((g / 2) % 4), hbit = g / 2; /* e / 32 for e in group g */
+            for (int l = 0; l < 16; l++) dst[16 * g + l] = dl * (((q[l] >> shift) & 3) - ((hm[l] >> hbit) & 1 ? 0 : 4));
         }
     }
 }
