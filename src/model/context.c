@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+_Static_assert(MF_FUSION_SWIGLU == MF_FUSE_SWIGLU && MF_FUSION_QKV_ROPE_STORE == MF_FUSE_QKV_ROPE_STORE &&
+                   MF_FUSION_ALL == MF_FUSE_ALL,
+               "public fusion bits are the scheduler's");
+
 #define GRAPH_CACHE_SIZE 4
 #define MAX_SEQ_TRACK 16
 
