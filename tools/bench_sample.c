@@ -1,6 +1,7 @@
 /* bench_sample.c: times the sampler on random logits of a Qwen-sized vocabulary (151,936) on one
  * core and prints ms/token for the default chain and a few other chains.
- * usage: bench_sample [n_vocab] [tokens]   (defaults 151936, 2000) */
+ * usage: bench_sample [n_vocab] [tokens] [case]   (defaults 151936, 2000, all cases; case 0 is the
+ * default chain, for profiling one chain alone) */
 #include "sample/rng.h"
 #include "sample/sampler.h"
 
@@ -39,8 +40,9 @@ static const char *bench_piece(void *user, int32_t id, size_t *len) {
 int main(int argc, char **argv) {
     int32_t n_vocab = argc > 1 ? atoi(argv[1]) : 151936;
     int tokens = argc > 2 ? atoi(argv[2]) : 2000;
+    int only = argc > 3 ? atoi(argv[3]) : -1;
     if (n_vocab <= 0 || tokens <= 0) {
-        fprintf(stderr, "usage: bench_sample [n_vocab > 0] [tokens > 0]\n");
+        fprintf(stderr, "usage: bench_sample [n_vocab > 0] [tokens > 0] [case]\n");
         return 2;
     }
     /* A few logit vectors, cycled, shaped like a model's: roughly normal with a handful of strong
@@ -66,6 +68,7 @@ int main(int argc, char **argv) {
     };
     printf("bench_sample: n_vocab %d, %d tokens per chain, one thread\n", (int)n_vocab, tokens);
     for (size_t c = 0; c < MF_ARRAY_LEN(cases); c++) {
+        if (only >= 0 && (size_t)only != c) continue;
         mf_sampler_params p = mf_sampler_default_params();
         p.seed = 42;
         cases[c].set(&p);

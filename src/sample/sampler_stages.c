@@ -103,8 +103,23 @@ void mf_sampler_softmax(mf_sampler *s) {
 static void top_k_dense_heap(mf_sampler *s, size_t k) {
     cand_t *h = s->cand;
     size_t n = 0;
+    const float *wl = s->wl;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        float v = s->wl[i];
+        /* Once the heap is full, skip blocks of 64 whose maximum cannot enter it (a reduction the
+         * compiler vectorizes), so most of the vocabulary costs one vector compare per value. */
+        if ((i & 63) == 0 && n == k && i + 64 <= s->n_vocab) {
+            float m8[8]; /* eight running maxima: element-wise, so it becomes packed max */
+            memcpy(m8, wl + i, sizeof m8);
+            for (int32_t j = i + 8; j < i + 64; j += 8)
+                for (int l = 0; l < 8; l++) m8[l] = wl[j + l] > m8[l] ? wl[j + l] : m8[l];
+            float mx = m8[0];
+            for (int l = 1; l < 8; l++) mx = m8[l] > mx ? m8[l] : mx;
+            if (!(mx > h[0].logit)) {
+                i += 63;
+                continue;
+            }
+        }
+        float v = wl[i];
         if (v == -INFINITY) continue;
         if (n < k) {
             /* Sift up: the root must be the worst entry. */
