@@ -559,18 +559,25 @@ static mf_status load(mf_gguf *g, bool follow_splits) {
     return MF_OK;
 }
 
-mf_status mf_gguf_open(const char *path, mf_gguf **out) {
+/* Opening, for a file (path) or a caller's memory image (data, size, labelled name). */
+static mf_status open_common(const char *path, const void *data, size_t size, const char *name, mf_gguf **out) {
     *out = NULL;
-    if (!path) return mf_fail(MF_ERR_ARG, "mf_gguf_open: path is NULL");
     mf_gguf *g = mf_calloc(1, sizeof *g);
     if (!g) return MF_ERR_NOMEM;
     g->parts = mf_calloc(1, sizeof *g->parts);
     mf_status s = g->parts ? MF_OK : MF_ERR_NOMEM;
     if (s == MF_OK) {
         g->n_parts = 1;
-        s = map_file(&g->parts[0], path);
+        if (path) {
+            s = map_file(&g->parts[0], path);
+        } else {
+            g->parts[0].path = mf_strdup(name ? name : "<memory>");
+            g->parts[0].base = data ? data : empty_file;
+            g->parts[0].size = size;
+            s = g->parts[0].path ? MF_OK : MF_ERR_NOMEM;
+        }
     }
-    if (s == MF_OK) s = load(g, true);
+    if (s == MF_OK) s = load(g, path != NULL);
     if (s != MF_OK) {
         mf_gguf_free(g);
         return s;
@@ -579,24 +586,18 @@ mf_status mf_gguf_open(const char *path, mf_gguf **out) {
     return MF_OK;
 }
 
+mf_status mf_gguf_open(const char *path, mf_gguf **out) {
+    if (!path) {
+        *out = NULL;
+        return mf_fail(MF_ERR_ARG, "mf_gguf_open: path is NULL");
+    }
+    return open_common(path, NULL, 0, NULL, out);
+}
+
 mf_status mf_gguf_open_memory(const void *data, size_t size, const char *name, mf_gguf **out) {
-    *out = NULL;
-    if (!data && size) return mf_fail(MF_ERR_ARG, "mf_gguf_open_memory: data is NULL");
-    mf_gguf *g = mf_calloc(1, sizeof *g);
-    if (!g) return MF_ERR_NOMEM;
-    g->parts = mf_calloc(1, sizeof *g->parts);
-    mf_status s = g->parts ? MF_OK : MF_ERR_NOMEM;
-    if (s == MF_OK) {
-        g->n_parts = 1;
-        g->parts[0].path = mf_strdup(name ? name : "<memory>");
-        g->parts[0].base = data ? data : empty_file;
-        g->parts[0].size = size;
-        s = g->parts[0].path ? load(g, false) : MF_ERR_NOMEM;
+    if (!data && size) {
+        *out = NULL;
+        return mf_fail(MF_ERR_ARG, "mf_gguf_open_memory: data is NULL");
     }
-    if (s != MF_OK) {
-        mf_gguf_free(g);
-        return s;
-    }
-    *out = g;
-    return MF_OK;
+    return open_common(NULL, data, size, name, out);
 }
