@@ -269,3 +269,20 @@ def test_q2_k_q3_k_and_q3_k_m(tmp_path):
         assert types[f"blk.{i}.ffn_down.weight"] == "Q4_K"
         assert types[f"blk.{i}.ffn_up.weight"] == "Q3_K"
     assert types["output.weight"] == "Q6_K" and types["token_embd.weight"] == "Q3_K"
+
+
+def test_dry_run_and_in_place(tmp_path):
+    src = MODELS / "mini-llama.Q8_0.gguf"
+    r = subprocess.run([MINFER, "quantize", "--dry-run", str(src), str(tmp_path / "x.gguf"), "Q8_0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "blk.1.ffn_down.weight" in r.stdout and "Q8_0  -> Q8_0" in r.stdout
+    assert not (tmp_path / "x.gguf").exists()
+    # OUT may be IN: the input stays mapped while the new file is renamed over it
+    model = tmp_path / "m.gguf"
+    model.write_bytes((MODELS / "mini-qwen3.F32.gguf").read_bytes())
+    quantize(model, model, "Q8_0")
+    ref = {t.name: t for t in gguf.GGUFReader(MODELS / "mini-qwen3.Q8_0.gguf").tensors}
+    for t in gguf.GGUFReader(model).tensors:
+        assert t.tensor_type == ref[t.name].tensor_type
+        assert np.array_equal(np.asarray(t.data), np.asarray(ref[t.name].data)), t.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
