@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "tok/tokenizer.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,8 +156,12 @@ int cmd_tokenize(int argc, char **argv) {
         }
     }
     if (bench_arg && !cli_parse_int("--bench", bench_arg, 1, 1000000, &bench)) return 2;
-    if (!model || (!text_arg && !file) || (text_arg && file)) {
-        tokenize_usage(stderr);
+    if (!model || (!text_arg && !file)) {
+        cli_error("tokenize: %s (see minfer tokenize --help)", !model ? "missing MODEL and TEXT" : "missing TEXT");
+        return 2;
+    }
+    if (text_arg && file) {
+        cli_error("tokenize: give the text either as an argument or with --file, not both");
         return 2;
     }
 
@@ -166,7 +171,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (file || !strcmp(text_arg, "-")) {
         FILE *f = file ? fopen(file, "rb") : stdin;
         if (!f) {
-            cli_error("tokenize: cannot open '%s'", file);
+            cli_error("tokenize: cannot open '%s': %s", file, strerror(errno));
             return 1;
         }
         owned = read_all(f, file ? file : "stdin", &len);
