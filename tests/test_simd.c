@@ -180,42 +180,54 @@ static void test_quantizers(mf_simd_level lv, int64_t max_n, uint8_t *o1, uint8_
     }
 }
 
-/* The tile entry: every (row, column) result equals the level's single dot; nothing else written. */
+/* The tile entry on NR weight rows of n values against 1..9 activation rows: every (row, column)
+ * result equals the level's single dot; nothing outside the nr x nc block of out is written. */
+enum { NR = 3, PAD = 2 };
+static void test_gemm_shape(mf_simd_level lv, mf_type t, int64_t n, const uint8_t *w, size_t ws, uint8_t *a, size_t as,
+                            float *x, float *tw, float *ta) {
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    const mf_type at = tr->vec_dot_type;
+    mf_gemm_fn gemm = mf_simd_gemm_at(lv, t);
+    mf_vec_dot_fn dot = mf_simd_vec_dot_at(lv, t);
+    const int ncs[] = {1, 2, 3, 4, 5, 7, 9};
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(ncs); ci++) {
+        const int nc = ncs[ci];
+        for (int c = 0; c < nc; c++) {
+            random_acts(x, n);
+            mf_type_get_traits(at)->quantize(x, a + c * as, n);
+        }
+        float out[9 * (NR + PAD)];
+        for (size_t k = 0; k < MF_ARRAY_LEN(out); k++) out[k] = -12345.0f;
+        gemm(n, NR, nc, w, ws, a, as, out, NR + PAD);
+        int bad = 0;
+        for (int c = 0; c < 9; c++)
+            for (int r = 0; r < NR + PAD; r++) {
+                const float got = out[c * (NR + PAD) + r];
+                if (c >= nc || r >= NR) {
+                    if (got != -12345.0f) bad++;
+                    continue;
+                }
+                const float want = dot(n, w + r * ws, a + c * as);
+                if (!close_enough(got, want, abs_dot(t, w + r * ws, at, a + c * as, n, tw, ta))) bad++;
+            }
+        CHECKF(bad == 0, "%s tile %s n=%lld nc=%d: %d wrong entries", mf_simd_level_name(lv), tr->name, (long long)n,
+               nc, bad);
+    }
+}
+
 static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
-    enum { NR = 3, PAD = 2 };
     for (size_t ti = 0; ti < MF_ARRAY_LEN(weight_types); ti++) {
         const mf_type t = weight_types[ti];
         const mf_type_traits *tr = mf_type_get_traits(t);
-        const mf_type at = tr->vec_dot_type;
-        mf_gemm_fn gemm = mf_simd_gemm_at(lv, t);
-        mf_vec_dot_fn dot = mf_simd_vec_dot_at(lv, t);
-        CHECKF(gemm != NULL, "%s: no tile kernel at %s", tr->name, mf_simd_level_name(lv));
-        if (!gemm || !dot) continue;
-        const int64_t n = tr->blck_size == 1 ? 100 : 3 * MF_QK_K;
-        const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(at, n) + 40;
-        for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
-        const int ncs[] = {1, 2, 3, 4, 5, 7, 9};
-        for (size_t ci = 0; ci < MF_ARRAY_LEN(ncs); ci++) {
-            const int nc = ncs[ci];
-            for (int c = 0; c < nc; c++) {
-                random_acts(x, n);
-                mf_type_get_traits(at)->quantize(x, a + c * as, n);
-            }
-            float out[9 * (NR + PAD)];
-            for (size_t k = 0; k < MF_ARRAY_LEN(out); k++) out[k] = -12345.0f;
-            gemm(n, NR, nc, w, ws, a, as, out, NR + PAD);
-            int bad = 0;
-            for (int c = 0; c < 9; c++)
-                for (int r = 0; r < NR + PAD; r++) {
-                    const float got = out[c * (NR + PAD) + r];
-                    if (c >= nc || r >= NR) {
-                        if (got != -12345.0f) bad++;
-                        continue;
-                    }
-                    const float want = dot(n, w + r * ws, a + c * as);
-                    if (!close_enough(got, want, abs_dot(t, w + r * ws, at, a + c * as, n, tw, ta))) bad++;
-                }
-            CHECKF(bad == 0, "%s tile %s nc=%d: %d wrong entries", mf_simd_level_name(lv), tr->name, nc, bad);
+        CHECKF(mf_simd_gemm_at(lv, t) != NULL, "%s: no tile kernel at %s", tr->name, mf_simd_level_name(lv));
+        if (!mf_simd_gemm_at(lv, t) || !mf_simd_vec_dot_at(lv, t)) continue;
+        /* block counts with every remainder mod 4 (the AVX-512 tiles take four blocks at a time) */
+        const int64_t nbs[] = {1, 2, 3, 4, 9};
+        for (size_t ni = 0; ni < MF_ARRAY_LEN(nbs); ni++) {
+            const int64_t n = nbs[ni] * (tr->blck_size == 1 ? 19 : tr->blck_size);
+            const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(tr->vec_dot_type, n) + 40;
+            for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
+            test_gemm_shape(lv, t, n, w, ws, a, as, x, tw, ta);
         }
     }
 }
@@ -254,7 +266,7 @@ int main(int argc, char **argv) {
     }
     const bool sanitized = getenv("MINFER_SANITIZED") != NULL;
     const int64_t max_n = sanitized ? 4096 : 14336 + 5;
-    const size_t cap = (size_t)max_n * 4 + 4096;
+    const size_t cap = (size_t)max_n * 4 + 65536; /* also 9 activation rows of 9 Q8_K blocks (tiles) */
     uint8_t *w = malloc(cap), *a = malloc(cap), *o = malloc(cap);
     float *x = malloc(cap), *tw = malloc(cap), *ta = malloc(cap);
     CHECK(w && a && o && x && tw && ta);

@@ -213,58 +213,96 @@ static float dot_q8_0_q8_0(int64_t n, const void *vw, const void *va) {
     return sum;
 }
 
-/* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows ---------------- */
+/* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows -----------------
+ * Four blocks at a time: the weights are unpacked once into two registers of unsigned magnitudes
+ * u and sign masks (for the signed formats, v = q - 8, q - 16 or the Q8_0 value: u = |v|, and each
+ * activation row gets v's signs before vpdpbusd), and the four weight scales are converted once. */
 #define NC MF_SIMD_GEMM_NC
 
-/* Q4_0 one block at a time, 256-bit: the unpacked weights are shared by the nc activation rows. */
-static void tile_q4_0(int64_t n, const mf_block_q4_0 *w, const char *a, size_t a_stride, int nc, float *out,
-                      size_t out_stride) {
-    const int64_t nb = n / MF_QK4_0;
-    const __m256i off = _mm256_set1_epi8(8), z = _mm256_setzero_si256();
-    __m256 acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = mf_x86_nibbles32(w[i].qs);
-        const float dw = mf_x86_h2f(w[i].d);
-        for (int c = 0; c < nc; c++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
-            const __m256i y = mf_x86_load(ab->qs);
-            const __m256i s = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, y), _mm256_dpbusd_epi32(z, off, y));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * mf_x86_h2f(ab->d)), _mm256_cvtepi32_ps(s), acc[c]);
-        }
+enum { B32_Q4_0, B32_Q4_1, B32_Q5_0, B32_Q5_1, B32_Q8_0 };
+
+static inline __m128 cvt4_h(const void *p, int stride_words) { return _mm_cvtph_ps(words4(p, stride_words)); }
+
+/* Blocks b and b + bs (bytes) of a 32-value format -> 64 values (signed for Q4_0/Q5_0/Q8_0). */
+static inline __m512i b32_values(int kind, const uint8_t *b, size_t bs) {
+    switch (kind) {
+    case B32_Q4_0: {
+        const mf_block_q4_0 *x = (const mf_block_q4_0 *)b, *y = (const mf_block_q4_0 *)(b + bs);
+        return _mm512_sub_epi8(nibbles2(x->qs, y->qs), _mm512_set1_epi8(8));
     }
-    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
+    case B32_Q4_1: {
+        const mf_block_q4_1 *x = (const mf_block_q4_1 *)b, *y = (const mf_block_q4_1 *)(b + bs);
+        return nibbles2(x->qs, y->qs);
+    }
+    case B32_Q5_0: {
+        const mf_block_q5_0 *x = (const mf_block_q5_0 *)b, *y = (const mf_block_q5_0 *)(b + bs);
+        return _mm512_sub_epi8(add_high_bit(nibbles2(x->qs, y->qs), x->qh, y->qh), _mm512_set1_epi8(16));
+    }
+    case B32_Q5_1: {
+        const mf_block_q5_1 *x = (const mf_block_q5_1 *)b, *y = (const mf_block_q5_1 *)(b + bs);
+        return add_high_bit(nibbles2(x->qs, y->qs), x->qh, y->qh);
+    }
+    default: {
+        const mf_block_q8_0 *x = (const mf_block_q8_0 *)b, *y = (const mf_block_q8_0 *)(b + bs);
+        return load2x32(x->qs, y->qs);
+    }
+    }
 }
 
-static void tile_q8_0(int64_t n, const mf_block_q8_0 *w, const char *a, size_t a_stride, int nc, float *out,
-                      size_t out_stride) {
-    const int64_t nb = n / MF_QK8_0;
-    const __m256i z = _mm256_setzero_si256();
-    __m256 acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i x = mf_x86_load(w[i].qs), ax = _mm256_abs_epi8(x);
-        const float dw = mf_x86_h2f(w[i].d);
+static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
+                            float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
+    const bool sign = kind == B32_Q4_0 || kind == B32_Q5_0 || kind == B32_Q8_0;
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
+    const int64_t nb = n / 32, n4 = nb / 4 * 4;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc0[NC], acc1[NC];
+    __m128 accm[NC];
+    for (int c = 0; c < NC; c++) acc0[c] = acc1[c] = _mm512_setzero_ps(), accm[c] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n4; i += 4) {
+        const uint8_t *wb = w + (size_t)i * bs;
+        __m512i u0 = b32_values(kind, wb, bs), u1 = b32_values(kind, wb + 2 * bs, bs);
+        __mmask64 neg0 = 0, neg1 = 0;
+        if (sign) {
+            neg0 = _mm512_movepi8_mask(u0), neg1 = _mm512_movepi8_mask(u1);
+            u0 = _mm512_abs_epi8(u0), u1 = _mm512_abs_epi8(u1);
+        }
+        const __m128 dw = cvt4_h(wb, (int)(bs / 2)); /* d is the first field of every format */
+        const __m128 mw = mins ? cvt4_h(wb + 2, (int)(bs / 2)) : _mm_setzero_ps(); /* m follows d */
         for (int c = 0; c < nc; c++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
-            const __m256i s = _mm256_dpbusd_epi32(z, ax, _mm256_sign_epi8(mf_x86_load(ab->qs), x));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * mf_x86_h2f(ab->d)), _mm256_cvtepi32_ps(s), acc[c]);
+            const uint8_t *ab = (const uint8_t *)(a + (size_t)c * a_stride) + (size_t)i * as;
+            const int8_t *q0 = (const int8_t *)(ab + as - 32); /* qs ends every activation block */
+            __m512i y0 = load2x32(q0, q0 + as), y1 = load2x32(q0 + 2 * as, q0 + 3 * as);
+            if (sign) y0 = _mm512_mask_sub_epi8(y0, neg0, zero, y0), y1 = _mm512_mask_sub_epi8(y1, neg1, zero, y1);
+            __m512 d01, d23;
+            spread4(_mm_mul_ps(dw, cvt4_h(ab, (int)(as / 2))), &d01, &d23);
+            acc0[c] = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, u0, y0)), acc0[c]);
+            acc1[c] = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, u1, y1)), acc1[c]);
+            if (mins) accm[c] = _mm_fmadd_ps(mw, cvt4_h(ab + 2, (int)(as / 2)), accm[c]);
         }
     }
-    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
+    for (int c = 0; c < nc; c++) {
+        float r = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c])) + mf_x86_hsum4(accm[c]);
+        if (n4 < nb) r += tail_dot((nb - n4) * 32, w + (size_t)n4 * bs, a + (size_t)c * a_stride + (size_t)n4 * as);
+        out[(size_t)c * out_stride] = r;
+    }
 }
 
-#define TILE_GEMM(name, tile, wtype)                                                                  \
+/* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
+#define TILE_GEMM(name, kind, wtype, dot)                                                             \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
-                tile(n, (const wtype *)((const char *)w + (size_t)r * w_stride),                      \
-                     (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),          \
-                     out + (size_t)c0 * out_stride + (size_t)r, out_stride);                          \
+                tile_b32(kind, n, (const uint8_t *)w + (size_t)r * w_stride, sizeof(wtype),           \
+                         (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),      \
+                         out + (size_t)c0 * out_stride + (size_t)r, out_stride, dot);                 \
     }
-TILE_GEMM(gemm_q4_0, tile_q4_0, mf_block_q4_0)
-TILE_GEMM(gemm_q8_0, tile_q8_0, mf_block_q8_0)
+TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0, dot_q4_0_q8_0)
+TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1, dot_q4_1_q8_1)
+TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0, dot_q5_0_q8_0)
+TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1, dot_q5_1_q8_1)
+TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0, dot_q8_0_q8_0)
 
 /* ---- float formats: 64 values per step in four accumulators, masked tail ---------------------- */
 
@@ -300,9 +338,6 @@ FLOAT_DOT(dot_f32_f32, float, LOAD_F32, MASKLOAD_F32)
 FLOAT_DOT(dot_f16_f16, uint16_t, load_f16x16, maskload_f16x16)
 FLOAT_DOT(dot_bf16_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
 
-MF_SIMD_GEMM_FROM_DOT(gemm_q4_1, dot_q4_1_q8_1)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_0, dot_q5_0_q8_0)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_1, dot_q5_1_q8_1)
 MF_SIMD_GEMM_FROM_DOT(gemm_f32, dot_f32_f32)
 MF_SIMD_GEMM_FROM_DOT(gemm_f16, dot_f16_f16)
 MF_SIMD_GEMM_FROM_DOT(gemm_bf16, dot_bf16_bf16)
