@@ -229,12 +229,9 @@ static mf_status resolve_bias(mf_sampler *s, const mf_sampler_params *p, const m
         }
         if (!found) return mf_fail(MF_ERR_NOT_FOUND, "logit bias: no token has the text '%s' (give a token id instead)", b->text);
     }
-    if (p->ignore_eos)
-        for (size_t i = 0; i < v->n_eog; i++) {
-            if (v->eog[i] < 0 || v->eog[i] >= s->n_vocab)
-                return mf_fail(MF_ERR_RANGE, "end-of-generation token %d is outside 0..%d", (int)v->eog[i], (int)s->n_vocab - 1);
-            if (add_bias(s, &cap, v->eog[i], -INFINITY)) return MF_ERR_NOMEM;
-        }
+    /* An end-of-generation id past the logits can never be drawn: nothing to ban. */
+    for (size_t i = 0; p->ignore_eos && i < v->n_eog; i++)
+        if (v->eog[i] >= 0 && v->eog[i] < s->n_vocab && add_bias(s, &cap, v->eog[i], -INFINITY)) return MF_ERR_NOMEM;
     return MF_OK;
 }
 
