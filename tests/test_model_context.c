@@ -6,6 +6,7 @@
 
 #include "model/model.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 static const int32_t prompt[] = {4065, 3840, 2540, 2780, 3646, 2350, 3152, 3387, 915, 225, 1219, 1158, 3550,
@@ -27,6 +28,33 @@ static mf_context *make_ctx(const mf_model *m, int32_t ubatch, int32_t n_ctx) {
     mf_context *c = NULL;
     CHECKF(mf_context_create(m, &p, &c) == MF_OK, "%s", mf_last_error());
     return c;
+}
+
+/* One model, one context per thread: each conversation runs on its own, at the same time. */
+typedef struct {
+    const mf_model *m;
+    const float *ref;
+    double diff;
+    mf_status st;
+} conv;
+
+static void *conversation(void *arg) {
+    conv *cv = arg;
+    mf_context_params p = mf_context_default_params();
+    p.n_ctx = 64;
+    p.n_threads = 1;
+    p.kv_f32 = true;
+    mf_context *c = NULL;
+    cv->st = mf_context_create(cv->m, &p, &c);
+    if (cv->st) return NULL;
+    for (int rep = 0; rep < 3 && !cv->st; rep++) {
+        mf_context_seq_rm(c, -1, 0, -1);
+        mf_batch b = {.n_tokens = NP, .tokens = prompt};
+        cv->st = mf_context_decode(c, &b);
+        if (!cv->st) cv->diff = fmax(cv->diff, max_diff(mf_context_logits(c, 0), cv->ref, mf_model_n_vocab(cv->m)));
+    }
+    mf_context_free(c);
+    return NULL;
 }
 
 int main(void) {
@@ -90,6 +118,18 @@ int main(void) {
     CHECK(max_diff(mf_context_logits(multi, 0), ref + (size_t)9 * V, V) < 1e-3);
     CHECK(max_diff(mf_context_logits(multi, 1), ref + (size_t)(NP - 1) * V, V) < 1e-3);
     CHECK(mf_context_seq_len(multi, 1) == NP && mf_context_seq_len(multi, 2) == 10);
+
+    /* Three conversations on one model in three threads. */
+    conv cv[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        cv[i] = (conv){.m = m, .ref = ref + (size_t)(NP - 1) * V};
+        CHECK(pthread_create(&th[i], NULL, conversation, &cv[i]) == 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECKF(cv[i].st == MF_OK && cv[i].diff < 1e-3, "conversation %d: status %d, diff %g", i, cv[i].st, cv[i].diff);
+    }
 
     /* Errors. */
     int32_t bad = V;

@@ -201,6 +201,11 @@ mf_status mf_model_load(const char *path, mf_model **out) {
         w->type = t->type;
         memcpy(w->ne, t->ne, sizeof w->ne);
         w->row_bytes = mf_row_size(t->type, t->ne[0]);
+        if (!w->row_bytes) {
+            st = mf_fail(MF_ERR_UNSUPPORTED, "tensor '%s': type %s with rows of %lld values has no row size",
+                         t->name, mf_type_name(t->type), (long long)t->ne[0]);
+            goto fail;
+        }
         w->data = t->data;
     }
     if ((st = load_weights(m))) goto fail;

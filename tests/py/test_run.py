@@ -91,6 +91,21 @@ def test_run_unsupported_architecture(tmp_path):
     assert "architecture 'bert' is not supported" in r.stderr
 
 
+def test_run_missing_metadata(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "nohp.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = run("run", str(path), "hi")
+    assert r.returncode == 1
+    assert "'llama.embedding_length' is missing" in r.stderr
+
+
 def test_graph_exports_and_trace(tmp_path):
     gj, gd, gjd, tr = (tmp_path / n for n in ("g.json", "g.dot", "gd.json", "trace.json"))
     r = run("run", QWEN2, "Hi", "--temp", "0", "-n", "3", "--dump-graph-json", str(gj), "--dump-graph-dot", str(gd),
