@@ -112,6 +112,7 @@ static mf_status plan_memory(mf_graph *g, mf_plan *plan) {
     int32_t *last_use = mf_malloc((size_t)n * sizeof *last_use);
     if (!last_use) return MF_ERR_NOMEM;
     for (int32_t i = 0; i < n; i++) last_use[i] = i;
+    /* A read through a view is a read of the view's root buffer. */
     for (int32_t i = 0; i < n; i++) {
         const mf_node *nd = &g->nodes[i];
         if (nd->op == MF_OP_NONE) continue;
@@ -119,14 +120,6 @@ static mf_status plan_memory(mf_graph *g, mf_plan *plan) {
             int32_t r = storage_root(g, nd->src[s]);
             if (last_use[r] < i) last_use[r] = i;
         }
-        int32_t r = storage_root(g, i); /* a view keeps its root alive as long as itself */
-        if (last_use[r] < last_use[i]) last_use[r] = last_use[i];
-    }
-    /* Views are visited in order, so propagate once more for views of views used later. */
-    for (int32_t i = n - 1; i >= 0; i--) {
-        if (g->nodes[i].op != MF_OP_VIEW) continue;
-        int32_t r = storage_root(g, i);
-        if (last_use[r] < last_use[i]) last_use[r] = last_use[i];
     }
 
     offset_alloc a = {0};
