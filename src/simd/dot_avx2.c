@@ -28,169 +28,155 @@ static inline __m256i sum_i8_i8(__m256i x, __m256i a) {
     return sum_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a, x));
 }
 
-/* Q4_0 unsigned nibbles 0..15 and Q5_0/Q5_1 5-bit values, in activation order. */
-static inline __m256i q4_0_values(const mf_block_q4_0 *b) { return mf_x86_nibbles32(b->qs); }
+/* Q5_0/Q5_1 5-bit values in activation order */
 static inline __m256i q5_values(const uint8_t qs[16], const uint8_t qh[4]) {
     return _mm256_or_si256(mf_x86_nibbles32(qs), _mm256_and_si256(mf_x86_bits32(qh), _mm256_set1_epi8(0x10)));
 }
 
-static float dot_q4_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK4_0;
-    const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i s0 = sum_offset_u8_i8(q4_0_values(&w[i]), mf_x86_load(a[i].qs), off);
-        __m256i s1 = sum_offset_u8_i8(q4_0_values(&w[i + 1]), mf_x86_load(a[i + 1].qs), off);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i + 1].d) * mf_x86_h2f(a[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
+enum { B32_Q4_0, B32_Q4_1, B32_Q5_0, B32_Q5_1, B32_Q8_0 };
+
+/* The 32 weights of block b as bytes; for the signed kinds (Q4_0, Q5_0, Q8_0) as signed values
+ * q - 8, q - 16, q, for Q4_1/Q5_1 unsigned q. */
+static inline __m256i b32_values(int kind, const uint8_t *b) {
+    switch (kind) {
+    case B32_Q4_0: return _mm256_sub_epi8(mf_x86_nibbles32(((const mf_block_q4_0 *)b)->qs), _mm256_set1_epi8(8));
+    case B32_Q4_1: return mf_x86_nibbles32(((const mf_block_q4_1 *)b)->qs);
+    case B32_Q5_0: {
+        const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
+        return _mm256_sub_epi8(q5_values(x->qs, x->qh), _mm256_set1_epi8(16));
     }
-    for (; i < nb; i++) {
-        __m256i s0 = sum_offset_u8_i8(q4_0_values(&w[i]), mf_x86_load(a[i].qs), off);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+    case B32_Q5_1: {
+        const mf_block_q5_1 *x = (const mf_block_q5_1 *)b;
+        return q5_values(x->qs, x->qh);
     }
-    return mf_x86_hsum8(_mm256_add_ps(acc0, acc1));
+    default: return mf_x86_load(((const mf_block_q8_0 *)b)->qs);
+    }
 }
 
-/* Q4_1 / Q5_1 against Q8_1: sum_j (d q_j + m) * d_a a_j = d d_a sum(q a) + m * s_a, where the
- * activation block stores s_a = d_a * sum(a). */
-static float dot_q4_1_q8_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    const int64_t nb = n / MF_QK4_1;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i s0 = sum_u8_i8(mf_x86_nibbles32(w[i].qs), mf_x86_load(a[i].qs));
-        __m256i s1 = sum_u8_i8(mf_x86_nibbles32(w[i + 1].qs), mf_x86_load(a[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i + 1].d) * mf_x86_h2f(a[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s) + mf_x86_h2f(w[i + 1].m) * mf_x86_h2f(a[i + 1].s);
+static inline bool b32_signed(int kind) { return kind == B32_Q4_0 || kind == B32_Q5_0 || kind == B32_Q8_0; }
+
+/* i32x8 partial sums of block b's weights times the 32 activations y. The offset kinds use the
+ * unsigned q and subtract off * sum(y) (both in i16, cheaper than the sign trick). */
+static inline __m256i b32_block_sum(int kind, const uint8_t *b, __m256i y) {
+    switch (kind) {
+    case B32_Q4_0: return sum_offset_u8_i8(mf_x86_nibbles32(((const mf_block_q4_0 *)b)->qs), y, _mm256_set1_epi8(8));
+    case B32_Q5_0: {
+        const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
+        return sum_offset_u8_i8(q5_values(x->qs, x->qh), y, _mm256_set1_epi8(16));
     }
-    for (; i < nb; i++) {
-        __m256i s0 = sum_u8_i8(mf_x86_nibbles32(w[i].qs), mf_x86_load(a[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s);
+    case B32_Q8_0: return sum_i8_i8(mf_x86_load(((const mf_block_q8_0 *)b)->qs), y);
+    default: return sum_u8_i8(b32_values(kind, b), y);
     }
-    return mf_x86_hsum8(_mm256_add_ps(acc0, acc1)) + mins;
 }
 
-static float dot_q5_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK5_0;
-    const __m256i off = _mm256_set1_epi8(16);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i s0 = sum_offset_u8_i8(q5_values(w[i].qs, w[i].qh), mf_x86_load(a[i].qs), off);
-        __m256i s1 = sum_offset_u8_i8(q5_values(w[i + 1].qs, w[i + 1].qh), mf_x86_load(a[i + 1].qs), off);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i + 1].d) * mf_x86_h2f(a[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
-    }
-    for (; i < nb; i++) {
-        __m256i s0 = sum_offset_u8_i8(q5_values(w[i].qs, w[i].qh), mf_x86_load(a[i].qs), off);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-    }
-    return mf_x86_hsum8(_mm256_add_ps(acc0, acc1));
+/* The fp16 fields at p, p + s, p + 2s, p + 3s (four consecutive blocks of s bytes) as floats.
+ * Each 16-byte load stays inside its block: every block is at least 18 bytes and the fields sit
+ * at offset 0 or 2. */
+static inline __m128 cvt4_h(const uint8_t *p, size_t s) {
+    const __m128i l0 = _mm_loadu_si128((const __m128i *)p), l1 = _mm_loadu_si128((const __m128i *)(p + s));
+    const __m128i l2 = _mm_loadu_si128((const __m128i *)(p + 2 * s)), l3 = _mm_loadu_si128((const __m128i *)(p + 3 * s));
+    return _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_unpacklo_epi16(l0, l1), _mm_unpacklo_epi16(l2, l3)));
 }
 
-static float dot_q5_1_q8_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    const int64_t nb = n / MF_QK5_1;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i s0 = sum_u8_i8(q5_values(w[i].qs, w[i].qh), mf_x86_load(a[i].qs));
-        __m256i s1 = sum_u8_i8(q5_values(w[i + 1].qs, w[i + 1].qh), mf_x86_load(a[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i + 1].d) * mf_x86_h2f(a[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s) + mf_x86_h2f(w[i + 1].m) * mf_x86_h2f(a[i + 1].s);
-    }
-    for (; i < nb; i++) {
-        __m256i s0 = sum_u8_i8(q5_values(w[i].qs, w[i].qh), mf_x86_load(a[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s);
-    }
-    return mf_x86_hsum8(_mm256_add_ps(acc0, acc1)) + mins;
+static inline __m256 bcast(__m128 v, int k) {
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k));
 }
 
-static float dot_q8_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q8_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+/* One row: four blocks per step, their scale products d_w * d_a converted together; Q4_1/Q5_1 add
+ * m_w * s_a per block. */
+static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    const int64_t nb = n / 32;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 accm = _mm_setzero_ps();
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i s0 = sum_i8_i8(mf_x86_load(w[i].qs), mf_x86_load(a[i].qs));
-        __m256i s1 = sum_i8_i8(mf_x86_load(w[i + 1].qs), mf_x86_load(a[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i + 1].d) * mf_x86_h2f(a[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
+    for (; i + 3 < nb; i += 4) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m128 d = _mm_mul_ps(cvt4_h(wb, bs), cvt4_h(ab, as));
+        for (int k = 0; k < 4; k++) {
+            const __m256i s = b32_block_sum(kind, wb + k * bs, mf_x86_load(ab + k * as + qoff));
+            acc[k] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(s), acc[k]);
+        }
+        if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, bs), cvt4_h(ab + 2, as), accm);
     }
+    float sum = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + mf_x86_hsum4(accm);
     for (; i < nb; i++) {
-        __m256i s0 = sum_i8_i8(mf_x86_load(w[i].qs), mf_x86_load(a[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        uint16_t dw, da;
+        memcpy(&dw, wb, 2);
+        memcpy(&da, ab, 2);
+        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)mf_x86_hsum8_i32(b32_block_sum(kind, wb, mf_x86_load(ab + qoff)));
+        if (mins) {
+            uint16_t m, sa;
+            memcpy(&m, wb + 2, 2);
+            memcpy(&sa, ab + 2, 2);
+            sum += mf_x86_h2f(m) * mf_x86_h2f(sa);
+        }
     }
-    return mf_x86_hsum8(_mm256_add_ps(acc0, acc1));
+    return sum;
 }
 
-/* ---- multi-row tiles for Q4_0 and Q8_0 ----------------------------------------------------------
- * One weight row against up to MF_SIMD_GEMM_NC activation rows: each weight block is loaded and
- * unpacked once and multiplied with the matching block of every activation row. */
+static float dot_q4_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
+static float dot_q4_1_q8_1(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_1, n, w, sizeof(mf_block_q4_1), a); }
+static float dot_q5_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q5_0, n, w, sizeof(mf_block_q5_0), a); }
+static float dot_q5_1_q8_1(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q5_1, n, w, sizeof(mf_block_q5_1), a); }
+static float dot_q8_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q8_0, n, w, sizeof(mf_block_q8_0), a); }
+
+/* ---- multi-row tiles: one weight row against up to MF_SIMD_GEMM_NC activation rows ----------
+ * Four blocks per step: the weights are unpacked once (signed kinds as |v| plus v kept for its
+ * signs, applied to each activation row with sign_epi8) and their scales converted once. */
 #define NC MF_SIMD_GEMM_NC
 
-static void tile_q4_0(int64_t n, const mf_block_q4_0 *w, const char *a, size_t a_stride, int nc, float *out,
-                      size_t out_stride) {
-    const int64_t nb = n / MF_QK4_0;
-    const __m256i off = _mm256_set1_epi8(8);
+static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
+                            float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1, sign = b32_signed(kind);
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    const int64_t nb = n / 32, n4 = nb / 4 * 4;
     __m256 acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = q4_0_values(&w[i]);
-        const float dw = mf_x86_h2f(w[i].d);
+    __m128 accm[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n4; i += 4) {
+        const uint8_t *wb = w + (size_t)i * bs;
+        __m256i v[4], u[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = b32_values(kind, wb + k * bs);
+            u[k] = sign ? _mm256_sign_epi8(v[k], v[k]) : v[k];
+        }
+        const __m128 dw = cvt4_h(wb, bs), mw = mins ? cvt4_h(wb + 2, bs) : _mm_setzero_ps();
         for (int c = 0; c < nc; c++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
-            __m256i s = sum_offset_u8_i8(q, mf_x86_load(ab->qs), off);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * mf_x86_h2f(ab->d)), _mm256_cvtepi32_ps(s), acc[c]);
+            const uint8_t *ab = (const uint8_t *)(a + (size_t)c * a_stride) + (size_t)i * as;
+            const __m128 d = _mm_mul_ps(dw, cvt4_h(ab, as));
+            for (int k = 0; k < 4; k++) {
+                __m256i y = mf_x86_load(ab + k * as + qoff);
+                if (sign) y = _mm256_sign_epi8(y, v[k]);
+                acc[c] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(sum_u8_i8(u[k], y)), acc[c]);
+            }
+            if (mins) accm[c] = _mm_fmadd_ps(mw, cvt4_h(ab + 2, as), accm[c]);
         }
     }
-    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
-}
-
-static void tile_q8_0(int64_t n, const mf_block_q8_0 *w, const char *a, size_t a_stride, int nc, float *out,
-                      size_t out_stride) {
-    const int64_t nb = n / MF_QK8_0;
-    __m256 acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = mf_x86_load(w[i].qs);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dw = mf_x86_h2f(w[i].d);
-        for (int c = 0; c < nc; c++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
-            __m256i s = sum_u8_i8(aq, _mm256_sign_epi8(mf_x86_load(ab->qs), q));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * mf_x86_h2f(ab->d)), _mm256_cvtepi32_ps(s), acc[c]);
-        }
+    for (int c = 0; c < nc; c++) {
+        float r = mf_x86_hsum8(acc[c]) + mf_x86_hsum4(accm[c]);
+        if (n4 < nb) r += tail_dot((nb - n4) * 32, w + (size_t)n4 * bs, a + (size_t)c * a_stride + (size_t)n4 * as);
+        out[(size_t)c * out_stride] = r;
     }
-    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
 }
 
-#define TILE_GEMM(name, tile, wtype)                                                                  \
+/* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
+#define TILE_GEMM(name, kind, wtype, dot)                                                             \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
-                tile(n, (const wtype *)((const char *)w + (size_t)r * w_stride),                      \
-                     (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),          \
-                     out + (size_t)c0 * out_stride + (size_t)r, out_stride);                          \
+                tile_b32(kind, n, (const uint8_t *)w + (size_t)r * w_stride, sizeof(wtype),           \
+                         (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),      \
+                         out + (size_t)c0 * out_stride + (size_t)r, out_stride, dot);                 \
     }
-TILE_GEMM(gemm_q4_0, tile_q4_0, mf_block_q4_0)
-TILE_GEMM(gemm_q8_0, tile_q8_0, mf_block_q8_0)
+TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0, dot_q4_0_q8_0)
+TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1, dot_q4_1_q8_1)
+TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0, dot_q5_0_q8_0)
+TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1, dot_q5_1_q8_1)
+TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0, dot_q8_0_q8_0)
 
 /* ---- float formats: any n, 32 values per step in four accumulators, scalar tail ---------------- */
 
@@ -241,9 +227,6 @@ static float dot_bf16_bf16(int64_t n, const void *vw, const void *va) {
     return s;
 }
 
-MF_SIMD_GEMM_FROM_DOT(gemm_q4_1, dot_q4_1_q8_1)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_0, dot_q5_0_q8_0)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_1, dot_q5_1_q8_1)
 MF_SIMD_GEMM_FROM_DOT(gemm_f32, dot_f32_f32)
 MF_SIMD_GEMM_FROM_DOT(gemm_f16, dot_f16_f16)
 MF_SIMD_GEMM_FROM_DOT(gemm_bf16, dot_bf16_bf16)
