@@ -92,8 +92,8 @@ typedef struct jnodes { jnode **v; int n; } jnodes;
 
 /* One node type for everything; which fields mean what, per kind:
  *   CONST val | NAME name | GETATTR a.name | GETITEM a[b] | SLICE a[b:c:d] (NULL = omitted)
- *   CALL a(args, kw) | FILTER a|name(args, kw) (a NULL: the body of a filter/set block)
- *   TEST a is [not: op=1] name(args, kw) | NEG/POS/NOT a | BINOP a op b | CONCAT args
+ *   CALL a(args, kw, *c, **d) | FILTER a|name(args, kw, *c, **d) (a NULL: a block's body)
+ *   TEST a is [not: op=1] name(args, kw, *c, **d) | NEG/POS/NOT a | BINOP a op b | CONCAT args
  *   COMPARE a (ops[i] args[i])... | AND/OR a b | COND a if b else c | LIST/TUPLE args
  *   DICT keys args, values kw | NSREF name.attr (attr in name2)
  *   TEXT val | PRINT a | IF a then args else kw | FOR targets in b if c: args else kw (d: targets)

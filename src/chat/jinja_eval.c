@@ -81,6 +81,7 @@ jv jscope_get(jscope *s, const char *name) {
 
 /* ---- output ---- */
 static void emit(jctx *c, const char *p, size_t n) {
+    if (n == 0) return;
     if (n > c->max_output - c->out_len)
         jinja_error(c, MF_ERR_RANGE, "rendered text exceeds the output limit of %zu bytes", c->max_output);
     if (c->out_cap - c->out_len < n) {
@@ -109,6 +110,7 @@ static flow exec_body(jctx *c, jscope *s, jnodes body);
 static jv capture(jctx *c, jscope *s, jnodes body) {
     size_t start = c->out_len;
     exec_body(c, s, body);
+    if (c->out_len == start) return jv_strn("", 0);
     jv r = jv_strn(jarena_strndup(&c->arena, c->out + start, c->out_len - start), c->out_len - start);
     c->out_len = start;
     return r;
@@ -288,7 +290,7 @@ jv jinja_iter_list(jctx *c, jv v) {
 /* ---- operators ---- */
 static bool is_num(jv v) { return v.type == JV_BOOL || v.type == JV_INT || v.type == JV_FLOAT; }
 static double num_f(jv v) { return v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t num_i(jv v) { return v.type == JV_INT ? v.i : (int64_t)v.b; }
+static int64_t num_i(jv v) { return v.type == JV_INT ? v.i : v.type == JV_BOOL ? (int64_t)v.b : 0; }
 
 static const char *op_sym(jop op) {
     static const char *const s[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -426,13 +428,29 @@ typedef struct { jv *args; int n; const char **kwn; jv *kwv; int nkw; } jargs;
 
 static jargs eval_args(jctx *c, jscope *s, const jnode *n) {
     jargs a = {0};
-    a.n = n->args.n;
-    a.nkw = n->kw.n;
+    jv star = n->c ? jinja_iter_list(c, jinja_eval(c, s, n->c)) : jv_list_new(c, 1);
+    jv dstar = n->d ? jinja_eval(c, s, n->d) : jv_dict_new(c, 1);
+    if (dstar.type != JV_DICT) jinja_error(c, MF_ERR_FORMAT, "argument after ** must be a mapping, not %s", jv_type_name(dstar));
+    if (star.l->n > 10000 || dstar.d->n > 10000) jinja_error(c, MF_ERR_RANGE, "too many call arguments");
+    a.n = n->args.n + (int)star.l->n;
+    a.nkw = n->kw.n + (int)dstar.d->n;
     a.args = jarena_alloc(&c->arena, sizeof(jv) * (size_t)(a.n + 1));
     a.kwv = jarena_alloc(&c->arena, sizeof(jv) * (size_t)(a.nkw + 1));
     a.kwn = n->kw_names;
-    for (int i = 0; i < a.n; i++) a.args[i] = jinja_eval(c, s, n->args.v[i]);
-    for (int i = 0; i < a.nkw; i++) a.kwv[i] = jinja_eval(c, s, n->kw.v[i]);
+    for (int i = 0; i < n->args.n; i++) a.args[i] = jinja_eval(c, s, n->args.v[i]);
+    for (size_t i = 0; i < star.l->n; i++) a.args[n->args.n + (int)i] = star.l->v[i];
+    for (int i = 0; i < n->kw.n; i++) a.kwv[i] = jinja_eval(c, s, n->kw.v[i]);
+    if (dstar.d->n) {
+        const char **names = jarena_alloc(&c->arena, sizeof(char *) * (size_t)(a.nkw + 1));
+        for (int i = 0; i < n->kw.n; i++) names[i] = n->kw_names[i];
+        for (size_t i = 0; i < dstar.d->n; i++) {
+            jv k = dstar.d->k[i];
+            if (k.type != JV_STR) jinja_error(c, MF_ERR_FORMAT, "keywords must be strings");
+            names[n->kw.n + (int)i] = jarena_strndup(&c->arena, k.s.p, k.s.n);
+            a.kwv[n->kw.n + (int)i] = dstar.d->v[i];
+        }
+        a.kwn = names;
+    }
     return a;
 }
 

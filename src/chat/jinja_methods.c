@@ -4,6 +4,7 @@
  * refused, as in Hugging Face's immutable sandbox. */
 #include "chat/jinja.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -443,6 +444,17 @@ jv jinja_call_method(jctx *c, jv self, const char *m, jv *args, int nargs, const
 }
 
 /* ---- printf-style formatting: "fmt" % value-or-tuple ---- */
+#define MAX_FORMAT_WIDTH 4096
+
+static int parse_count(jctx *c, const jv *fmt, size_t *i) {
+    int v = 0;
+    while (*i < fmt->s.n && fmt->s.p[*i] >= '0' && fmt->s.p[*i] <= '9') {
+        v = v * 10 + (fmt->s.p[(*i)++] - '0');
+        if (v > MAX_FORMAT_WIDTH) jinja_error(c, MF_ERR_RANGE, "format width or precision larger than %d", MAX_FORMAT_WIDTH);
+    }
+    return v;
+}
+
 jv jinja_format_percent(jctx *c, jv fmt, jv args) {
     jbuf b = jbuf_make(c);
     size_t ai = 0;
@@ -452,10 +464,15 @@ jv jinja_format_percent(jctx *c, jv fmt, jv args) {
         if (ch != '%') { jbuf_putc(&b, ch); continue; }
         if (++i >= fmt.s.n) jinja_error(c, MF_ERR_FORMAT, "incomplete format");
         if (fmt.s.p[i] == '%') { jbuf_putc(&b, '%'); continue; }
-        char spec[32];
-        size_t k = 0;
-        spec[k++] = '%';
-        while (i < fmt.s.n && strchr("-+ #0123456789.", fmt.s.p[i]) && k < 20) spec[k++] = fmt.s.p[i++];
+        char flags[8];
+        size_t nf = 0;
+        while (i < fmt.s.n && strchr("-+ #0", fmt.s.p[i]) && fmt.s.p[i]) {
+            if (nf < sizeof flags - 1) flags[nf++] = fmt.s.p[i];
+            i++;
+        }
+        flags[nf] = 0;
+        int width = parse_count(c, &fmt, &i), prec = -1;
+        if (i < fmt.s.n && fmt.s.p[i] == '.') i++, prec = parse_count(c, &fmt, &i);
         if (i >= fmt.s.n) jinja_error(c, MF_ERR_FORMAT, "incomplete format");
         char conv = fmt.s.p[i];
         jv v;
@@ -466,31 +483,50 @@ jv jinja_format_percent(jctx *c, jv fmt, jv args) {
             if (ai++) jinja_error(c, MF_ERR_FORMAT, "not enough arguments for format string");
             v = args;
         }
-        char tmp[512];
-        if (conv == 's' || conv == 'r') {
+        if (conv == 's' || conv == 'r') { /* width and precision count code points, as in Python */
             jbuf sb = jbuf_make(c);
             conv == 's' ? jv_write_str(c, &sb, v) : jv_write_repr(c, &sb, v);
-            spec[k++] = '.', spec[k++] = '*', spec[k++] = 's', spec[k] = 0;
-            if (k == 4) jbuf_put(&b, sb.p, sb.n);
-            else {
-                char *z = jarena_strndup(&c->arena, sb.n ? sb.p : "", sb.n);
-                spec[k - 3] = 's', spec[k - 2] = 0;
-                int n = snprintf(tmp, sizeof tmp, spec, z);
-                jbuf_put(&b, tmp, (size_t)MF_MIN(n < 0 ? 0 : n, (int)sizeof tmp - 1));
-            }
-        } else if (strchr("dixXo", conv)) {
-            if (v.type != JV_INT && v.type != JV_BOOL && v.type != JV_FLOAT) jinja_error(c, MF_ERR_FORMAT, "%%%c format: a number is required, not %s", conv, jv_type_name(v));
-            long long x = v.type == JV_INT ? v.i : v.type == JV_BOOL ? v.b : (long long)v.f;
-            spec[k++] = 'l', spec[k++] = 'l', spec[k++] = conv == 'i' ? 'd' : conv, spec[k] = 0;
-            int n = snprintf(tmp, sizeof tmp, spec, x);
-            jbuf_put(&b, tmp, (size_t)MF_MIN(n < 0 ? 0 : n, (int)sizeof tmp - 1));
-        } else if (strchr("feEgG", conv)) {
-            if (v.type != JV_INT && v.type != JV_BOOL && v.type != JV_FLOAT) jinja_error(c, MF_ERR_FORMAT, "%%%c format: a number is required, not %s", conv, jv_type_name(v));
-            double x = v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : v.b;
-            spec[k++] = conv, spec[k] = 0;
-            int n = snprintf(tmp, sizeof tmp, spec, x);
-            jbuf_put(&b, tmp, (size_t)MF_MIN(n < 0 ? 0 : n, (int)sizeof tmp - 1));
-        } else jinja_error(c, MF_ERR_UNSUPPORTED, "unsupported format character '%c'", conv);
+            size_t n = sb.n, cps = ju_len(sb.p, sb.n);
+            if (prec >= 0 && (size_t)prec < cps) n = ju_offset(sb.p, sb.n, (size_t)prec), cps = (size_t)prec;
+            bool left = strchr(flags, '-') != NULL;
+            for (size_t k = cps; !left && k < (size_t)width; k++) jbuf_putc(&b, ' ');
+            jbuf_put(&b, sb.p, n);
+            for (size_t k = cps; left && k < (size_t)width; k++) jbuf_putc(&b, ' ');
+            continue;
+        }
+        bool integer = strchr("dixXo", conv) != NULL;
+        if (!integer && !strchr("feEgG", conv)) jinja_error(c, MF_ERR_UNSUPPORTED, "unsupported format character '%c'", conv);
+        if (v.type != JV_INT && v.type != JV_BOOL && v.type != JV_FLOAT)
+            jinja_error(c, MF_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, jv_type_name(v));
+        double x = v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : v.b;
+        char spec[24];
+        if (integer) { /* by hand: Python keeps 0-padding with a precision, prints -ff and 0o17 */
+            if (v.type == JV_FLOAT && !(isfinite(x) && fabs(x) < 9.2e18)) jinja_error(c, MF_ERR_RANGE, "%%%c format: %g is out of range", conv, x);
+            long long iv = v.type == JV_INT ? v.i : v.type == JV_BOOL ? v.b : (long long)x;
+            unsigned long long mag = iv < 0 ? 0ULL - (unsigned long long)iv : (unsigned long long)iv;
+            char digits[32];
+            snprintf(spec, sizeof spec, "%%ll%c", conv == 'i' ? 'u' : conv == 'd' ? 'u' : conv);
+            int nd = snprintf(digits, sizeof digits, spec, mag);
+            const char *sign = iv < 0 ? "-" : strchr(flags, '+') ? "+" : strchr(flags, ' ') ? " " : "";
+            const char *prefix = !strchr(flags, '#') ? "" : conv == 'x' ? "0x" : conv == 'X' ? "0X" : conv == 'o' ? "0o" : "";
+            int zeros = prec > nd ? prec - nd : 0;
+            int len = (int)(strlen(sign) + strlen(prefix)) + zeros + nd;
+            bool left = strchr(flags, '-') != NULL, zero_pad = !left && strchr(flags, '0') != NULL;
+            for (int k = len; !left && !zero_pad && k < width; k++) jbuf_putc(&b, ' ');
+            jbuf_put(&b, sign, strlen(sign));
+            jbuf_put(&b, prefix, strlen(prefix));
+            for (int k = len; zero_pad && k < width; k++) jbuf_putc(&b, '0');
+            for (int k = 0; k < zeros; k++) jbuf_putc(&b, '0');
+            jbuf_put(&b, digits, (size_t)nd);
+            for (int k = len; left && k < width; k++) jbuf_putc(&b, ' ');
+            continue;
+        }
+        /* floats: C's conversions match Python's for these letters; 1e308 needs 309 digits */
+        size_t cap = (size_t)width + (size_t)(prec > 0 ? prec : 0) + 400;
+        char *tmp = jarena_alloc(&c->arena, cap);
+        snprintf(spec, sizeof spec, "%%%s*.*%c", flags, conv);
+        int n = snprintf(tmp, cap, spec, width, prec < 0 ? 6 : prec, x);
+        jbuf_put(&b, tmp, n < 0 ? 0 : MF_MIN((size_t)n, cap - 1));
     }
     if (tuple && ai < args.l->n) jinja_error(c, MF_ERR_FORMAT, "not all arguments converted during string formatting");
     return jbuf_value(&b);

@@ -106,13 +106,22 @@ static void parse_call_args(P *p, jnode *n) {
             expect_op(p, ',');
             if (is_op(p, ')')) break;
         }
-        if (is_op(p, '*') || is_op(p, OP_POW)) pfail(p, MF_ERR_UNSUPPORTED, cur(p)->line, "*args and **kwargs in calls are not supported");
+        if (is_op(p, '*') || is_op(p, OP_POW)) { /* f(*list, **dict): spread at call time */
+            bool star = is_op(p, '*');
+            adv(p);
+            if (star ? n->c || n->d : n->d != NULL) pfail(p, MF_ERR_FORMAT, cur(p)->line, "invalid syntax for function call expression");
+            if (star) n->c = parse_expr(p, true);
+            else n->d = parse_expr(p, true);
+            need_comma = true;
+            continue;
+        }
         if (cur(p)->type == T_NAME && look(p)->type == T_OP && look(p)->op == '=') {
+            if (n->d) pfail(p, MF_ERR_FORMAT, cur(p)->line, "keyword argument after **kwargs");
             const char *name = cur(p)->p;
             adv(p), adv(p);
             nv_push(p, &kw, parse_expr(p, true), name);
         } else {
-            if (kw.n) pfail(p, MF_ERR_FORMAT, cur(p)->line, "positional argument follows keyword argument");
+            if (kw.n || n->c || n->d) pfail(p, MF_ERR_FORMAT, cur(p)->line, "positional argument follows keyword or * arguments");
             nv_push(p, &args, parse_expr(p, true), NULL);
         }
         need_comma = true;

@@ -144,7 +144,7 @@ bool jv_truthy(jv v) {
 
 static bool is_num(jv v) { return v.type == JV_BOOL || v.type == JV_INT || v.type == JV_FLOAT; }
 static double num_f(jv v) { return v.type == JV_FLOAT ? v.f : v.type == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t num_i(jv v) { return v.type == JV_INT ? v.i : (int64_t)v.b; }
+static int64_t num_i(jv v) { return v.type == JV_INT ? v.i : v.type == JV_BOOL ? (int64_t)v.b : 0; }
 
 /* Containers built at run time can nest arbitrarily deep ({% set ns.l = [ns.l] %} in a loop), so
  * every recursive walk is bounded: equality treats values nested deeper than this as different;

@@ -61,6 +61,7 @@ CASES = [
     "{% macro outer() %}[{{ caller() }}]{% endmacro %}{% call outer() %}called {{ n }}{% endcall %}",
     "{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, k=4) }}",
     "{% filter upper %}make {{ s }} loud{% endfilter %}",
+    "{% macro m(a, b, c='C') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ m(*[1, 2]) }} {{ m(1, **{'b': 'B', 'c': 3}) }} {{ m(*l[:2], c=0) }} {{ '{}{}'.format(*sl) }}",
     "{% with a = 5, b = n %}{{ a + b }}{% endwith %}[{{ a }}]",
     "{% raw %}{{ not rendered }}{% endraw %}",
     "{# a comment #}text{# another -#}   after",
@@ -92,6 +93,8 @@ CASES = [
     "{{ multi | indent }}|{{ multi | indent(2, true) }}|{{ multi | indent(3, blank=true) }}|{{ 'a\nb\n' | indent(2) }}|",
     "{{ l | batch(2) | list }} {{ l | batch(2, 0) | list }} {{ s | reverse }} {{ l | reverse | list }} {{ 'hello' | list }}",
     "{{ '%s and %d and %05.2f' | format('x', 42, 3.14159) }} {{ '%s' % 'pct' }} {{ '%d%%' % 50 }} {{ '%r' % 'q' }}",
+    "[{{ '%5s|%-5s|%.2s|%x|%X|%o|%x|%+d|% d|%05d|%.3d|%e|%g|%10.3f|%-8.1f|' % ('ab', 'cd', u, 255, 255, 8, -255, 5, 5, -42, 7, 12345.678, 0.0001, 3.14159, 2.5) }}]",
+    "[{{ '%.3d|%05.3d|%#x|%#o|%-6x|%06.2f|%+.1e|%5.1s|' % (-7, 7, 255, 8, 10, -3.14159, 1234.5, u) }}]",
     "{{ 'a very long sentence that goes on' | truncate(15) }} {{ 'a very long sentence that goes on' | truncate(15, true) }} {{ 'short' | truncate(10) }}",
     "{{ d | attr('a') }} {{ [1, [2, 'x']] | pprint }} {{ msgs | map(attribute='role') | map('upper') | join }}",
     # tests
