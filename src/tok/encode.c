@@ -217,7 +217,7 @@ static mf_status cache_put(enc *e, cache_slot *s, const uint8_t *p, size_t n, ui
 static mf_status bpe_piece(void *ctx, const uint8_t *p, size_t n) {
     enc *e = ctx;
     const mf_tokenizer *t = e->t;
-    if (n == 1) return emit(e, t->byte_tok[p[0]]);
+    if (n == 1) return t->byte_tok[p[0]] >= 0 ? emit(e, t->byte_tok[p[0]]) : MF_OK;
     if (t->ignore_merges) {
         int32_t id = mf_tok_find_bytes(t, p, n);
         if (id >= 0) return emit(e, id);
@@ -237,8 +237,12 @@ static mf_status bpe_piece(void *ctx, const uint8_t *p, size_t n) {
     }
     mf_status s = scratch(e, n);
     if (s) return s;
-    for (size_t i = 0; i < n; i++) e->sym[i] = t->byte_tok[p[i]];
-    size_t k = n <= SMALL_PIECE ? bpe_scan(t, e->sym, e->merged, e->rank, n) : bpe_heap(e, n);
+    /* A byte without a token (some vocabularies lack rare control bytes) is skipped, and its
+     * neighbours may merge across it, as Hugging Face's BPE does without an unknown token. */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_tok[p[i]] >= 0) e->sym[m++] = t->byte_tok[p[i]];
+    size_t k = m <= SMALL_PIECE ? bpe_scan(t, e->sym, e->merged, e->rank, m) : bpe_heap(e, m);
     if ((s = grow(&e->ids, &e->cap, e->n + k, sizeof *e->ids))) return s;
     memcpy(e->ids + e->n, e->sym, k * sizeof *e->ids);
     e->n += k;
