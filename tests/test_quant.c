@@ -372,6 +372,69 @@ static void test_activation_semantics(void) {
     CHECK(a.d == 0 && a.qs[5] == 0);
 }
 
+/* ---- IQ4_NL / IQ4_XS (read-only formats): hand-made blocks and dots on random blocks ---- */
+
+static const int iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static void random_iq4_blocks(mf_type t, void *dst, int64_t nblocks) {
+    const size_t bs = mf_type_get_traits(t)->type_size;
+    uint8_t *p = dst;
+    for (size_t i = 0; i < (size_t)nblocks * bs; i++) p[i] = (uint8_t)rng_u32();
+    for (int64_t b = 0; b < nblocks; b++) {
+        const mf_fp16 d = mf_f32_to_fp16(0.001f + 0.01f * fabsf(rng_uniform()));
+        memcpy(p + (size_t)b * bs, &d, sizeof d); /* d is the first field of both blocks */
+    }
+}
+
+static void test_iq4(int max_blocks) {
+    float out[256];
+    mf_block_iq4_nl nl = {.d = mf_f32_to_fp16(0.5f)};
+    for (int j = 0; j < 16; j++) nl.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    mf_type_get_traits(MF_TYPE_IQ4_NL)->dequantize(&nl, out, 32);
+    int bad = 0;
+    for (int j = 0; j < 16; j++) bad += out[j] != 0.5f * iq4_levels[j] || out[j + 16] != 0.5f * iq4_levels[15 - j];
+    CHECKF(bad == 0, "iq4_nl: %d wrong", bad);
+
+    /* IQ4_XS: sub-block b has stored scale (5b + 3) % 64: low nibble in scales_l[b / 2] (nibble b % 2),
+     * high 2 bits at bit 2b of scales_h; qs[16b + j] holds levels (j + b) % 16 and 15 - j */
+    mf_block_iq4_xs xs = {.d = mf_f32_to_fp16(0.25f)};
+    for (int b = 0; b < 8; b++) {
+        const int sc = (5 * b + 3) % 64;
+        xs.scales_l[b / 2] |= (uint8_t)((sc & 15) << (4 * (b % 2)));
+        xs.scales_h |= (uint16_t)((sc >> 4) << (2 * b));
+        for (int j = 0; j < 16; j++) xs.qs[16 * b + j] = (uint8_t)((j + b) % 16 | (15 - j) << 4);
+    }
+    mf_type_get_traits(MF_TYPE_IQ4_XS)->dequantize(&xs, out, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) {
+        const int b = e / 32, j = e % 32, sc = (5 * b + 3) % 64 - 32;
+        const int q = j < 16 ? (j + b) % 16 : 15 - (j - 16);
+        bad += out[e] != 0.25f * sc * iq4_levels[q];
+    }
+    CHECKF(bad == 0, "iq4_xs: %d of 256 wrong", bad);
+
+    /* vec_dot against the dot of the dequantized rows */
+    static uint8_t wq[8 * 136], aq[8 * 292];
+    static float wd[2048], ad[2048], x[2048];
+    const mf_type types[] = {MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
+    for (int k = 0; k < 2; k++) {
+        const mf_type_traits *tr = mf_type_get_traits(types[k]), *atr = mf_type_get_traits(tr->vec_dot_type);
+        double worst = 0;
+        for (int nb = 1; nb <= max_blocks; nb++) {
+            const int64_t n = nb * tr->blck_size;
+            random_iq4_blocks(types[k], wq, nb);
+            for (int64_t i = 0; i < n; i++) x[i] = rng_weight();
+            atr->quantize(x, aq, n);
+            tr->dequantize(wq, wd, n);
+            atr->dequantize(aq, ad, n);
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) exact += (double)wd[i] * ad[i], mag += fabs((double)wd[i] * ad[i]);
+            worst = MF_MAX(worst, fabs(tr->vec_dot(n, wq, aq) - exact) / mag);
+        }
+        CHECKF(worst <= 2e-6, "%s: vec_dot vs dequantized dot %.3g", tr->name, worst);
+    }
+}
+
 /* Table sanity: every type with a dot has a dequantize and an activation quantizer, names parse. */
 static void test_table(void) {
     for (uint32_t t = 0; t < MF_TYPE_COUNT; t++) {
@@ -397,5 +460,6 @@ int main(void) {
     test_roundtrips(sanitized ? 1 : 3);
     test_vec_dots(sanitized ? 4 : 8);
     test_activation_semantics();
+    test_iq4(sanitized ? 3 : 8);
     return test_summary("test_quant");
 }

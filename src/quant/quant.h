@@ -96,6 +96,15 @@ typedef struct { uint8_t scales[MF_QK_K / 16]; uint8_t qs[MF_QK_K / 4]; uint16_t
  * s_g: low 4 bits = g < 8 ? scales[g] & 15 : scales[g - 8] >> 4, high 2 bits = scales[8 + g % 4] >> 2 (g / 4). */
 typedef struct { uint8_t hmask[MF_QK_K / 8]; uint8_t qs[MF_QK_K / 4]; uint8_t scales[12]; uint16_t d; } mf_block_q3_K;
 
+/* Non-linear 4-bit: x = d * mf_iq4nl_values[q], q = nibble (order as Q4_0). */
+typedef struct { uint16_t d; uint8_t qs[16]; } mf_block_iq4_nl;
+/* IQ4_NL levels in super-blocks of 8 x 32 with 6-bit scales s_b (stored + 32): low 4 bits in
+ * scales_l[b / 2] (nibble b % 2), high 2 bits at bit 2b of scales_h; sub-block b uses qs[16b..16b+15]
+ * in Q4_0 nibble order. x = d * (s_b - 32) * mf_iq4nl_values[q]. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[MF_QK_K / 64]; uint8_t qs[MF_QK_K / 2]; } mf_block_iq4_xs;
+
+MF_STATIC_ASSERT(sizeof(mf_block_iq4_nl) == 18, "iq4_nl block size");
+MF_STATIC_ASSERT(sizeof(mf_block_iq4_xs) == 136, "iq4_xs block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q2_K) == 84, "q2_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q3_K) == 110, "q3_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q4_0) == 18, "q4_0 block size");
@@ -108,6 +117,9 @@ MF_STATIC_ASSERT(sizeof(mf_block_q4_K) == 144, "q4_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q5_K) == 176, "q5_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q6_K) == 210, "q6_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q8_K) == 292, "q8_K block size");
+
+/* The 16 levels of IQ4_NL and IQ4_XS. */
+static const int8_t mf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 #ifndef __CUDACC__
 

@@ -42,6 +42,8 @@ void mf_quant_dequant_q4_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q5_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q6_K(const void *src, float *dst, int64_t n);
 void mf_quant_dequant_q8_K(const void *src, float *dst, int64_t n);
+void mf_quant_dequant_iq4_nl(const void *src, float *dst, int64_t n);
+void mf_quant_dequant_iq4_xs(const void *src, float *dst, int64_t n);
 
 /* quantize: floats -> blocks. Weight formats use llama.cpp's reference (file) quantizers. */
 void mf_quant_quantize_f32(const float *src, void *dst, int64_t n);
@@ -77,5 +79,7 @@ float mf_quant_dot_q3_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q4_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q5_K_q8_K(int64_t n, const void *w, const void *a);
 float mf_quant_dot_q6_K_q8_K(int64_t n, const void *w, const void *a);
+float mf_quant_dot_iq4_nl_q8_0(int64_t n, const void *w, const void *a);
+float mf_quant_dot_iq4_xs_q8_K(int64_t n, const void *w, const void *a);
 
 #endif /* MF_QUANT_REF_H */

@@ -1,6 +1,6 @@
 /* types.c: the type-traits table: block size, bytes per block and name of every GGML type id, and
  * the reference functions for the formats minfer computes with (quant_legacy.c, quant_k.c,
- * quant_k23.c, vec_dot.c). */
+ * quant_k23.c, quant_iq4.c, vec_dot.c). IQ4_NL and IQ4_XS are read-only (no quantizer). */
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
 #include "core/core.h"
@@ -42,10 +42,12 @@ static const mf_type_traits traits[MF_TYPE_COUNT] = {
     [MF_TYPE_IQ2_XS] = {"IQ2_XS", MF_QK_K, 74, true},
     [MF_TYPE_IQ3_XXS] = {"IQ3_XXS", MF_QK_K, 98, true},
     [MF_TYPE_IQ1_S] = {"IQ1_S", MF_QK_K, 50, true},
-    [MF_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18, true},
+    [MF_TYPE_IQ4_NL] = {"IQ4_NL", 32, sizeof(mf_block_iq4_nl), true, mf_quant_dequant_iq4_nl, NULL,
+                        mf_quant_dot_iq4_nl_q8_0, MF_TYPE_Q8_0},
     [MF_TYPE_IQ3_S] = {"IQ3_S", MF_QK_K, 110, true},
     [MF_TYPE_IQ2_S] = {"IQ2_S", MF_QK_K, 82, true},
-    [MF_TYPE_IQ4_XS] = {"IQ4_XS", MF_QK_K, 136, true},
+    [MF_TYPE_IQ4_XS] = {"IQ4_XS", MF_QK_K, sizeof(mf_block_iq4_xs), true, mf_quant_dequant_iq4_xs, NULL,
+                        mf_quant_dot_iq4_xs_q8_K, MF_TYPE_Q8_K},
     [MF_TYPE_I8] = {"I8", 1, 1, false},
     [MF_TYPE_I16] = {"I16", 1, 2, false},
     [MF_TYPE_I32] = {"I32", 1, 4, false},

@@ -58,3 +58,36 @@ def test_dump_summary_and_errors(tmp_path):
     assert r.returncode == 2
     r = subprocess.run([MINFER, "dump", str(tmp_path / "missing.gguf"), "x"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.startswith("minfer: ")
+
+
+@pytest.mark.parametrize("qtype,block_bytes", [("IQ4_NL", 18), ("IQ4_XS", 136), ("Q2_K", 84), ("Q3_K", 110)])
+def test_dequantize_random_blocks(qtype, block_bytes, tmp_path):
+    """Formats without a fixture: random blocks (random bits, a sane fp16 scale) written with the gguf
+    package, then `minfer dump` against gguf.quants.dequantize."""
+    rng = np.random.default_rng(7)
+    rows, nblk = 8, 4
+    data = rng.integers(0, 256, size=(rows, nblk, block_bytes), dtype=np.uint8)
+    scales = (rng.random((rows, nblk)) * 0.01 + 0.001).astype(np.float16).view(np.uint8).reshape(rows, nblk, 2)
+    # d is the first field of IQ4_NL/IQ4_XS blocks and sits at the end of Q2_K (d, dmin) and Q3_K (d)
+    if qtype.startswith("IQ4"):
+        data[:, :, 0:2] = scales
+    elif qtype == "Q2_K":
+        data[:, :, 80:82] = scales
+        data[:, :, 82:84] = scales
+    else:
+        data[:, :, 108:110] = scales
+    qt = getattr(gguf.GGMLQuantizationType, qtype)
+    path = tmp_path / "random.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("blk.0.ffn_up.weight", data.reshape(rows, nblk * block_bytes), raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    out = tmp_path / "out.f32"
+    subprocess.run([MINFER, "dump", str(path), "blk.0.ffn_up.weight", "-o", str(out)], check=True)
+    t = gguf.GGUFReader(path).tensors[0]
+    ref = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
+    ours = np.fromfile(out, dtype="<f4")
+    assert ours.shape == ref.shape
+    assert np.max(np.abs(ours - ref)) <= 4 * np.finfo(np.float32).eps * np.max(np.abs(ref))
