@@ -41,189 +41,20 @@ static inline __m128i words4(const uint16_t *p, int s) {
     return _mm512_castsi512_si128(_mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_maskz_loadu_epi16(tail, p + 32)));
 }
 
-/* x_k * y_k for the fp16 fields x of four weight blocks (stride sx words) and y of four activation
- * blocks (stride sy words), as floats. */
-static inline __m128 mul4_h(const void *x, int sx, const void *y, int sy) {
-    const __m256 v = _mm256_cvtph_ps(_mm_unpacklo_epi64(words4(x, sx), words4(y, sy)));
-    return _mm_mul_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-}
+static inline __m128 cvt4_h(const void *p, int stride_words) { return _mm_cvtph_ps(words4(p, stride_words)); }
 
-/* d_w * d_a of four blocks (from mul4_h), block k broadcast over i32 lanes 8k' .. 8k'+7 of the
- * register for blocks (0,1) or (2,3). */
+/* d_w * d_a of four blocks, block k broadcast over i32 lanes 8k' .. 8k'+7 of the register for
+ * blocks (0,1) or (2,3). */
 static inline void spread4(__m128 d, __m512 *s01, __m512 *s23) {
     const __m512 z = _mm512_castps128_ps512(d);
     *s01 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), z);
     *s23 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), z);
 }
-/* fields f of w[i..i+3] and g of a[i..i+3] */
-#define D4(x, y, f, g) mul4_h(&x[i].f, (int)(sizeof *x / 2), &y[i].g, (int)(sizeof *y / 2))
-
-static inline float hsum16(__m512 x) { return _mm512_reduce_add_ps(x); }
-
-/* sum (q - off) * a per i32 lane, q unsigned, off * a summed by a second vpdpbusd */
-static inline __m512i dot_offset(__m512i q, __m512i a, __m512i off) {
-    const __m512i z = _mm512_setzero_si512();
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, q, a), _mm512_dpbusd_epi32(z, off, a));
-}
-
-static float dot_q4_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK4_0;
-    const __m512i off = _mm512_set1_epi8(8);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        __m512i s0 = dot_offset(nibbles2(w[i].qs, w[i + 1].qs), load2x32(a[i].qs, a[i + 1].qs), off);
-        __m512i s1 = dot_offset(nibbles2(w[i + 2].qs, w[i + 3].qs), load2x32(a[i + 2].qs, a[i + 3].qs), off);
-        __m512 d01, d23;
-        spread4(D4(w, a, d, d), &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    /* the last 0..3 blocks: integer sums exactly as above, one block at a time */
-    for (; i < nb; i++) {
-        const __m256i q = mf_x86_nibbles32(w[i].qs), y = mf_x86_load(a[i].qs), z = _mm256_setzero_si256();
-        const __m256i s = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, y), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), y));
-        sum += mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d) * (float)mf_x86_hsum8_i32(s);
-    }
-    return sum;
-}
-
-static float dot_q5_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK5_0;
-    const __m512i off = _mm512_set1_epi8(16);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        __m512i q0 = add_high_bit(nibbles2(w[i].qs, w[i + 1].qs), w[i].qh, w[i + 1].qh);
-        __m512i q1 = add_high_bit(nibbles2(w[i + 2].qs, w[i + 3].qs), w[i + 2].qh, w[i + 3].qh);
-        __m512i s0 = dot_offset(q0, load2x32(a[i].qs, a[i + 1].qs), off);
-        __m512i s1 = dot_offset(q1, load2x32(a[i + 2].qs, a[i + 3].qs), off);
-        __m512 d01, d23;
-        spread4(D4(w, a, d, d), &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    for (; i < nb; i++) {
-        uint32_t h;
-        memcpy(&h, w[i].qh, 4);
-        const __m256i q = _mm256_mask_add_epi8(mf_x86_nibbles32(w[i].qs), h, mf_x86_nibbles32(w[i].qs), _mm256_set1_epi8(16));
-        const __m256i y = mf_x86_load(a[i].qs), z = _mm256_setzero_si256();
-        const __m256i s = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, y), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), y));
-        sum += mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d) * (float)mf_x86_hsum8_i32(s);
-    }
-    return sum;
-}
-
-/* Q4_1 / Q5_1 against Q8_1: d_w d_a sum(q a) + m_w s_a per block (s_a = d_a sum(a)). */
-static float dot_q4_1_q8_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    const int64_t nb = n / MF_QK4_1;
-    const __m512i z = _mm512_setzero_si512();
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps(); /* m_w * s_a of four blocks at a time */
-    float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        __m512i s0 = _mm512_dpbusd_epi32(z, nibbles2(w[i].qs, w[i + 1].qs), load2x32(a[i].qs, a[i + 1].qs));
-        __m512i s1 = _mm512_dpbusd_epi32(z, nibbles2(w[i + 2].qs, w[i + 3].qs), load2x32(a[i + 2].qs, a[i + 3].qs));
-        __m512 d01, d23;
-        spread4(D4(w, a, d, d), &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
-        accm = _mm_add_ps(accm, D4(w, a, m, s));
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    mins = mf_x86_hsum4(accm);
-    for (; i < nb; i++) {
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), mf_x86_nibbles32(w[i].qs), mf_x86_load(a[i].qs));
-        sum += mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d) * (float)mf_x86_hsum8_i32(s);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s);
-    }
-    return sum + mins;
-}
-
-static float dot_q5_1_q8_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    const int64_t nb = n / MF_QK5_1;
-    const __m512i z = _mm512_setzero_si512();
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps(); /* m_w * s_a of four blocks at a time */
-    float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        __m512i q0 = add_high_bit(nibbles2(w[i].qs, w[i + 1].qs), w[i].qh, w[i + 1].qh);
-        __m512i q1 = add_high_bit(nibbles2(w[i + 2].qs, w[i + 3].qs), w[i + 2].qh, w[i + 3].qh);
-        __m512i s0 = _mm512_dpbusd_epi32(z, q0, load2x32(a[i].qs, a[i + 1].qs));
-        __m512i s1 = _mm512_dpbusd_epi32(z, q1, load2x32(a[i + 2].qs, a[i + 3].qs));
-        __m512 d01, d23;
-        spread4(D4(w, a, d, d), &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
-        accm = _mm_add_ps(accm, D4(w, a, m, s));
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    mins = mf_x86_hsum4(accm);
-    for (; i < nb; i++) {
-        uint32_t h;
-        memcpy(&h, w[i].qh, 4);
-        const __m256i q = _mm256_mask_add_epi8(mf_x86_nibbles32(w[i].qs), h, mf_x86_nibbles32(w[i].qs), _mm256_set1_epi8(16));
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, mf_x86_load(a[i].qs));
-        sum += mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d) * (float)mf_x86_hsum8_i32(s);
-        mins += mf_x86_h2f(w[i].m) * mf_x86_h2f(a[i].s);
-    }
-    return sum + mins;
-}
-
-/* Signed x signed: vpdpbusd wants an unsigned operand, so use |w| and a with w's sign. |w| <= 128
- * and |a| <= 127 keep every product exact. */
-static inline __m512i dot_i8(__m512i x, __m512i y) {
-    const __mmask64 neg = _mm512_movepi8_mask(x);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x),
-                               _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y));
-}
-
-static float dot_q8_0_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q8_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    const int64_t nb = n / MF_QK8_0;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        __m512i s0 = dot_i8(load2x32(w[i].qs, w[i + 1].qs), load2x32(a[i].qs, a[i + 1].qs));
-        __m512i s1 = dot_i8(load2x32(w[i + 2].qs, w[i + 3].qs), load2x32(a[i + 2].qs, a[i + 3].qs));
-        __m512 d01, d23;
-        spread4(D4(w, a, d, d), &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    for (; i < nb; i++) {
-        const __m256i x = mf_x86_load(w[i].qs), y = mf_x86_load(a[i].qs);
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
-        sum += mf_x86_h2f(w[i].d) * mf_x86_h2f(a[i].d) * (float)mf_x86_hsum8_i32(s);
-    }
-    return sum;
-}
-
-/* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows -----------------
- * Four blocks at a time: the weights are unpacked once into two registers of unsigned magnitudes
- * u and sign masks (for the signed formats, v = q - 8, q - 16 or the Q8_0 value: u = |v|, and each
- * activation row gets v's signs before vpdpbusd), and the four weight scales are converted once. */
-#define NC MF_SIMD_GEMM_NC
 
 enum { B32_Q4_0, B32_Q4_1, B32_Q5_0, B32_Q5_1, B32_Q8_0 };
 
-static inline __m128 cvt4_h(const void *p, int stride_words) { return _mm_cvtph_ps(words4(p, stride_words)); }
-
-/* Blocks b and b + bs (bytes) of a 32-value format -> 64 values (signed for Q4_0/Q5_0/Q8_0). */
+/* Blocks b and b + bs (bytes) of a 32-value format -> 64 weights: signed v = q - 8, q - 16 or the
+ * Q8_0 value for Q4_0/Q5_0/Q8_0, unsigned q for Q4_1/Q5_1. */
 static inline __m512i b32_values(int kind, const uint8_t *b, size_t bs) {
     switch (kind) {
     case B32_Q4_0: {
@@ -248,6 +79,62 @@ static inline __m512i b32_values(int kind, const uint8_t *b, size_t bs) {
     }
     }
 }
+
+static inline bool b32_signed(int kind) { return kind == B32_Q4_0 || kind == B32_Q5_0 || kind == B32_Q8_0; }
+
+/* i32 partial sums of two blocks' weights times 64 activations y. vpdpbusd wants an unsigned
+ * operand: signed weights go in as |v| with their signs moved onto y (|v| <= 128 and |y| <= 127
+ * keep every product exact). */
+static inline __m512i b32_pair_sum(int kind, const uint8_t *b, size_t bs, __m512i y) {
+    const __m512i zero = _mm512_setzero_si512(), v = b32_values(kind, b, bs);
+    if (!b32_signed(kind)) return _mm512_dpbusd_epi32(zero, v, y);
+    return _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(v), _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), zero, y));
+}
+
+/* One row: four blocks per step (two registers), their d_w * d_a converted together; Q4_1/Q5_1 add
+ * m_w * s_a per block (s_a = d_a * sum(a)). The last 0..3 blocks go one at a time, as a pair of the
+ * block with itself whose second half meets zero activations. */
+static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    const int64_t nb = n / 32;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 3 < nb; i += 4) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m512i s0 = b32_pair_sum(kind, wb, bs, load2x32(ab + qoff, ab + as + qoff));
+        const __m512i s1 = b32_pair_sum(kind, wb + 2 * bs, bs, load2x32(ab + 2 * as + qoff, ab + 3 * as + qoff));
+        __m512 d01, d23;
+        spread4(_mm_mul_ps(cvt4_h(wb, (int)(bs / 2)), cvt4_h(ab, (int)(as / 2))), &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s0), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
+        if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, (int)(bs / 2)), cvt4_h(ab + 2, (int)(as / 2)), accm);
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + mf_x86_hsum4(accm);
+    for (; i < nb; i++) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m512i y = _mm512_zextsi256_si512(mf_x86_load(ab + qoff));
+        const int s = _mm512_reduce_add_epi32(b32_pair_sum(kind, wb, 0, y));
+        uint16_t dw, da, mw, sa;
+        memcpy(&dw, wb, 2), memcpy(&da, ab, 2), memcpy(&mw, wb + 2, 2), memcpy(&sa, ab + 2, 2);
+        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)s;
+        if (mins) sum += mf_x86_h2f(mw) * mf_x86_h2f(sa);
+    }
+    return sum;
+}
+
+static float dot_q4_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
+static float dot_q4_1_q8_1(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_1, n, w, sizeof(mf_block_q4_1), a); }
+static float dot_q5_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q5_0, n, w, sizeof(mf_block_q5_0), a); }
+static float dot_q5_1_q8_1(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q5_1, n, w, sizeof(mf_block_q5_1), a); }
+static float dot_q8_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q8_0, n, w, sizeof(mf_block_q8_0), a); }
+
+/* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows -----------------
+ * Four blocks at a time: the weights are unpacked once into two registers of magnitudes |v| and
+ * sign masks (signed kinds; each activation row gets v's signs before vpdpbusd), and the four
+ * weight scales are converted once. */
+#define NC MF_SIMD_GEMM_NC
 
 static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
                             float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
