@@ -28,6 +28,7 @@ void jarena_fail(jarena *a, mf_status s, const char *fmt, ...) {
 }
 
 void *jarena_alloc(jarena *a, size_t n) {
+    if (n > ((size_t)1 << 40)) jarena_fail(a, MF_ERR_RANGE, "template interpreter asked for %zu bytes at once", n);
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     jarena_chunk *h = a->head;
@@ -610,9 +611,12 @@ jv jv_from_json(jctx *c, const json_t *j, int depth) {
         jv d = jv_dict_new(c, json_object_size(j));
         const char *key;
         json_t *val;
+        size_t i = 0; /* keys of a JSON object are unique: fill in place, no look-up per key */
         json_object_foreach((json_t *)j, key, val) {
-            jv_dict_set(c, d.d, jv_cstr(key), jv_from_json(c, val, depth + 1));
+            d.d->k[i] = jv_cstr(key);
+            d.d->v[i++] = jv_from_json(c, val, depth + 1);
         }
+        d.d->n = i;
         return d;
     }
     case JSON_ARRAY: {
