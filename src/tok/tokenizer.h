@@ -48,7 +48,8 @@ typedef struct mf_tokenizer mf_tokenizer;
 
 /* Load from GGUF metadata. Fails with MF_ERR_UNSUPPORTED naming the value for a tokenizer model
  * other than "gpt2" or an unknown tokenizer.ggml.pre, MF_ERR_FORMAT for malformed arrays, ids out
- * of range or a missing byte token. */
+ * of range, duplicate tokens, or a vocabulary that lacks most single-byte tokens (a few missing
+ * bytes, as in SmolLM2, are allowed: such bytes are skipped in input). */
 mf_status mf_tokenizer_load(const mf_gguf *g, mf_tokenizer **out);
 void mf_tokenizer_free(mf_tokenizer *tok);
 
