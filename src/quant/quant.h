@@ -118,8 +118,13 @@ MF_STATIC_ASSERT(sizeof(mf_block_q5_K) == 176, "q5_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q6_K) == 210, "q6_K block size");
 MF_STATIC_ASSERT(sizeof(mf_block_q8_K) == 292, "q8_K block size");
 
-/* The 16 levels of IQ4_NL and IQ4_XS. */
-static const int8_t mf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* The 16 levels of IQ4_NL and IQ4_XS (a device-side copy in CUDA translation units). */
+#ifdef __CUDACC__
+#define MF_QUANT_TABLE static __device__ const
+#else
+#define MF_QUANT_TABLE static const
+#endif
+MF_QUANT_TABLE int8_t mf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 #ifndef __CUDACC__
 
@@ -139,7 +144,7 @@ typedef struct mf_type_traits {
     mf_dequantize_fn dequantize; /* NULL where minfer cannot compute with the type */
     mf_quantize_fn quantize;
     mf_vec_dot_fn vec_dot;       /* reference dot against vec_dot_type */
-    mf_type vec_dot_type;        /* activation format: Q8_0, Q8_1, Q8_K, or F32 for float weights */
+    mf_type vec_dot_type;        /* activation format: Q8_0, Q8_1 or Q8_K; F32, F16, BF16 for those weights */
 } mf_type_traits;
 
 /* Traits of a type id; for unknown ids returns a record with blck_size 0 and name NULL. */
