@@ -280,8 +280,84 @@ static void test_liveness_chain(void) {
     free(emb.data);
 }
 
+/* A second backend first in priority that takes only matmuls (running them with the CPU's
+ * kernels): assignment follows priority, splits alternate, cross-backend reads are listed as
+ * copies, and the results equal the CPU-only run. A backend with its own memory is refused until
+ * copies between memories exist. */
+static mf_backend *fake_cpu;
+static bool fake_supports(const mf_backend *b, const mf_graph *g, const mf_node *n) {
+    return n->op == MF_OP_MATMUL && fake_cpu->supports(fake_cpu, g, n);
+}
+static mf_status fake_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache *kv, void *work, size_t ws) {
+    return fake_cpu->compute(fake_cpu, g, id, kv, work, ws);
+}
+static size_t fake_work(const mf_backend *b, const mf_graph *g, const mf_node *n, const mf_kv_cache *kv) {
+    return fake_cpu->work_size(fake_cpu, g, n, kv);
+}
+
+static void test_two_backends(void) {
+    weights w;
+    make_weights(&w);
+    mf_backend *cpu;
+    CHECK(mf_cpu_backend_create(2, &cpu) == MF_OK);
+    fake_cpu = cpu;
+    mf_backend fake = {.name = "MM", .supports = fake_supports, .work_size = fake_work, .compute = fake_compute,
+                       .host_memory = true};
+    mf_kv_cache kv0, kv1;
+    mf_graph g0, g1;
+    mf_plan p0, p1;
+    float *r0 = run_block(&w, MF_FUSE_ALL, cpu, &kv0, &g0, &p0);
+    int32_t out;
+    build_block(&g1, &w, &out);
+    mf_backend *both[2] = {&fake, cpu};
+    CHECK(mf_kv_init(&kv1, 1, 16, NKV, HD, MF_TYPE_F32) == MF_OK);
+    CHECK(mf_sched_plan(&g1, both, 2, MF_FUSE_ALL, &kv1, &p1) == MF_OK);
+    int on_fake = 0, copies = 0;
+    for (int32_t i = 0; i < g1.n_nodes; i++)
+        if (g1.nodes[i].op != MF_OP_NONE) {
+            CHECK((g1.nodes[i].backend == 0) == (g1.nodes[i].op == MF_OP_MATMUL));
+            on_fake += g1.nodes[i].backend == 0;
+        }
+    CHECK(on_fake == 7);
+    CHECK(p1.n_splits > 2);
+    for (int32_t s = 0; s < p1.n_splits; s++) {
+        copies += p1.splits[s].n_copy_in;
+        for (int32_t k = 0; k < p1.splits[s].n_copy_in; k++)
+            CHECK(g1.nodes[p1.splits[s].copy_in[k]].backend != p1.splits[s].backend);
+        if (s > 0) CHECK(p1.splits[s].backend != p1.splits[s - 1].backend && p1.splits[s].first > p1.splits[s - 1].last);
+    }
+    CHECK(copies > 0);
+    void *arena = mf_aligned_alloc(64, p1.arena_size), *work = mf_aligned_alloc(64, p1.work_size + 64);
+    mf_sched_bind(&g1, arena);
+    int32_t *tok = g1.nodes[g1.inputs[MF_INPUT_TOKENS]].data, *pos = g1.nodes[g1.inputs[MF_INPUT_POS]].data;
+    int32_t *seq = g1.nodes[g1.inputs[MF_INPUT_SEQ]].data, *cells = g1.nodes[g1.inputs[MF_INPUT_CELLS]].data;
+    for (int t = 0; t < NT; t++) tok[t] = (t * 7 + 3) % V, pos[t] = t, seq[t] = 0;
+    CHECK(mf_kv_find_cells(&kv1, NT, pos, seq, cells) == MF_OK);
+    CHECK(mf_sched_run(&g1, &p1, both, &kv1, work, NULL, NULL) == MF_OK);
+    CHECK(!memcmp(r0, g1.nodes[g1.output].data, E * NT * sizeof(float)));
+    mf_aligned_free(arena);
+    mf_aligned_free(work);
+    mf_plan_free(&p1);
+    mf_graph_free(&g1);
+
+    fake.host_memory = false;
+    build_block(&g1, &w, &out);
+    CHECK(mf_sched_plan(&g1, both, 2, MF_FUSE_ALL, &kv1, &p1) == MF_ERR_UNSUPPORTED);
+    CHECK(strstr(mf_last_error(), "copies between device memories") != NULL);
+    mf_graph_free(&g1);
+
+    free(r0);
+    mf_graph_free(&g0);
+    mf_plan_free(&p0);
+    mf_kv_free(&kv0);
+    mf_kv_free(&kv1);
+    cpu->free(cpu);
+    free_weights(&w);
+}
+
 int main(void) {
     test_block();
+    test_two_backends();
     test_liveness_chain();
     return test_summary("test_graph");
 }

@@ -132,7 +132,12 @@ static mf_status load_weights(mf_model *m) {
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     /* n_vocab comes from the embedding matrix; the output matrix must agree. */
     for (int64_t i = 0; i < m->n_weights; i++)
-        if (!strcmp(m->weights[i].name, "token_embd.weight")) m->hp.n_vocab = (int32_t)m->weights[i].ne[1];
+        if (!strcmp(m->weights[i].name, "token_embd.weight")) {
+            if (m->weights[i].ne[1] > (1 << 24))
+                return mf_fail(MF_ERR_FORMAT, "tensor 'token_embd.weight': %lld rows; at most %d tokens are supported",
+                               (long long)m->weights[i].ne[1], 1 << 24);
+            m->hp.n_vocab = (int32_t)m->weights[i].ne[1];
+        }
     if (m->hp.n_vocab <= 0) return mf_fail(MF_ERR_FORMAT, "tensor 'token_embd.weight' is missing from the model");
     int64_t V = m->hp.n_vocab;
     if ((st = find_weight(m, "token_embd.weight", E, V, true, &m->tok_embd)) ||
