@@ -108,6 +108,7 @@ static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
     for (int64_t i = 0; i < nb; i++) {
         const float d = a[i].d * mf_x86_h2f(w[i].d);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales)); /* [sc0..7 | sc8..15] */
+        const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
         /* 32 * sum_g sc_g * bsums[g]: the -32 offset of every q, applied once per super-block */
         __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, mf_x86_load(a[i].bsums)), 5);
         sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
@@ -116,7 +117,7 @@ static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
             const int8_t *y = a[i].qs + 128 * h;
             const __m256i qh = mf_x86_load(w[i].qh + 32 * h);
             const __m256i l0 = mf_x86_load(ql), l1 = mf_x86_load(ql + 32);
-            const __m256i sc = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+            const __m256i sc = sc_half[h]; /* both lanes hold this half's eight scales */
             __m256i q[4];
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
             q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
