@@ -154,6 +154,15 @@ def test_f16_input_and_threads(tmp_path):
         quantize(src, out, "Q4_K_M", "-t", threads)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+    # BF16 input too: a BF16 copy of the F32 model quantizes to Q8_0 within BF16's rounding
+    bf16 = tmp_path / "bf16.gguf"
+    quantize(MODELS / "mini-qwen2.F32.gguf", bf16, "BF16")
+    quantize(bf16, tmp_path / "from-bf16.gguf", "Q8_0")
+    ref = {t.name: t for t in gguf.GGUFReader(MODELS / "mini-qwen2.Q8_0.gguf").tensors}
+    for t in gguf.GGUFReader(tmp_path / "from-bf16.gguf").tensors:
+        assert t.tensor_type == ref[t.name].tensor_type, t.name
+        a, b = as_f32(t), as_f32(ref[t.name])
+        assert np.max(np.abs(a - b)) <= 0.02 * np.max(np.abs(b)), t.name
     # quantizing the F16 weights is close to quantizing the F32 ones
     f32 = {t.name: t for t in gguf.GGUFReader(MODELS / "mini-qwen2.F32.gguf").tensors}
     for t in gguf.GGUFReader(tmp_path / "t1.gguf").tensors:
