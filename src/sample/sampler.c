@@ -363,11 +363,10 @@ static size_t draw_sparse(mf_sampler *s) {
 /* The same draw over the dense logits when no stage truncated, without a candidate list. */
 static mf_status draw_dense(mf_sampler *s, int32_t *token) {
     float mx = -INFINITY;
-    for (int32_t i = 0; i < s->n_vocab; i++) mx = fmaxf(mx, s->wl[i]);
+    for (int32_t i = 0; i < s->n_vocab; i++) mx = s->wl[i] > mx ? s->wl[i] : mx;
     if (mx == -INFINITY) return no_candidates();
     /* The logits are not needed after the draw: keep the exponentials in their place. */
-    double total = 0.0;
-    for (int32_t i = 0; i < s->n_vocab; i++) total += (s->wl[i] = expf(s->wl[i] - mx));
+    double total = mf_sampler_exp_dense(s->wl, (size_t)s->n_vocab, mx);
     double target = mf_rng_uniform(&s->rng) * total, cum = 0.0;
     int32_t last = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {

@@ -82,11 +82,44 @@ struct mf_sampler {
     void *piece_user;
 };
 
+/* GCC if-converts (and so vectorizes) float selects only without trapping math; clang's default
+ * already is. Functions with loops over mf_exp_neg carry this. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define MF_VECTOR_MATH __attribute__((optimize("no-trapping-math")))
+#else
+#define MF_VECTOR_MATH
+#endif
+
+/* e^x for x <= 0, the arguments of every softmax here (logit - max): Cody-Waite reduction
+ * x = n ln2 + r, |r| <= ln2/2, and a degree-7 polynomial for e^r (Cephes' coefficients), relative
+ * error below 2e-7; exactly 0 below -87 (and for -inf). Branch-free and call-free, so loops over
+ * it vectorize, unlike libm's expf; the result does not depend on the platform's libm. */
+MF_VECTOR_MATH static inline float mf_exp_neg(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    int32_t n = (int32_t)(xc * 1.44269504088896341f - 0.5f); /* round to nearest, xc <= 0 */
+    float fn = (float)n;
+    float r = xc - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = (n + 127) << 23};
+    return x < -87.0f ? 0.0f : p * scale.f;
+}
+
 /* sampler_stages.c */
 void mf_sampler_materialize(mf_sampler *s);
 void mf_sampler_sort_top(mf_sampler *s, size_t m);
 /* Softmax over cand[0..n_cand) into .p (sum in double). */
 void mf_sampler_softmax(mf_sampler *s);
+/* w[i] = e^(w[i] - mx) for i < n; returns the sum (in double). */
+double mf_sampler_exp_dense(float *w, size_t n, float mx);
 void mf_stage_top_k(mf_sampler *s, int32_t k);
 void mf_stage_top_p(mf_sampler *s);
 void mf_stage_min_p(mf_sampler *s);

@@ -81,19 +81,27 @@ void mf_sampler_sort_top(mf_sampler *s, size_t m) {
     if (m == n) s->sorted = true;
 }
 
+MF_VECTOR_MATH static void exp_cand(cand_t *c, size_t n, float mx) {
+    for (size_t i = 0; i < n; i++) c[i].p = mf_exp_neg(c[i].logit - mx);
+}
+
+MF_VECTOR_MATH double mf_sampler_exp_dense(float *w, size_t n, float mx) {
+    for (size_t i = 0; i < n; i++) w[i] = mf_exp_neg(w[i] - mx);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += w[i];
+    return sum;
+}
+
 void mf_sampler_softmax(mf_sampler *s) {
     MF_ASSERT(!s->dense);
     size_t n = s->n_cand;
     if (n == 0) return;
     float mx = s->cand[0].logit;
     if (!s->sorted)
-        for (size_t i = 1; i < n; i++) mx = fmaxf(mx, s->cand[i].logit);
+        for (size_t i = 1; i < n; i++) mx = s->cand[i].logit > mx ? s->cand[i].logit : mx;
+    exp_cand(s->cand, n, mx);
     double sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        float e = expf(s->cand[i].logit - mx);
-        s->cand[i].p = e;
-        sum += e;
-    }
+    for (size_t i = 0; i < n; i++) sum += s->cand[i].p;
     float inv = (float)(1.0 / sum);
     for (size_t i = 0; i < n; i++) s->cand[i].p *= inv;
 }
@@ -163,15 +171,14 @@ void mf_stage_top_k(mf_sampler *s, int32_t k) {
     s->sorted = true;
 }
 
-/* Rearrange a[0..n) so that a[0..K) holds the K best entries, K the smallest count whose
- * probabilities sum to at least target (n when none does); returns K. A quickselect on mass: each
- * partition sums the better side and recurses into the side holding the crossing point, O(n)
- * expected, without sorting. */
-static size_t select_mass(cand_t *a, size_t n, double target) {
-    size_t lo = 0, hi = n;
-    double acc = 0.0; /* mass of a[0..lo), all better than anything in a[lo..hi) */
+/* Within a[lo..hi), every entry worse than everything in a[0..lo) whose mass is acc: rearrange so
+ * that a[0..K) holds the K best entries, K the smallest count whose probabilities sum to at least
+ * target (hi when none does in this range); returns K. A quickselect on mass: each partition sums
+ * the better side and recurses into the side holding the crossing point, without sorting. */
+static size_t select_mass(cand_t *a, size_t lo, size_t hi, double acc, double target) {
+    size_t end = hi;
     int budget = 16;
-    for (size_t t = n; t > 1; t >>= 1) budget += 2;
+    for (size_t t = hi - lo; t > 1; t >>= 1) budget += 2;
     while (hi - lo > 32 && budget-- > 0) {
         size_t mid = lo + (hi - lo) / 2;
         if (better(&a[mid], &a[lo])) swap_cand(&a[mid], &a[lo]);
@@ -197,12 +204,42 @@ static size_t select_mass(cand_t *a, size_t n, double target) {
         acc += a[i].p;
         if (acc >= target) return i + 1;
     }
-    return hi == n ? n : hi;
+    return hi == end ? end : hi; /* rounding: the whole range up to where the mass was reached */
+}
+
+/* The same over all of a[0..n), first narrowed by a histogram: NB buckets of equal logit width from
+ * the maximum down (monotone, so every bucket is better than the next), the bucket where the
+ * cumulative mass crosses target found from the per-bucket sums, the buckets above it moved to the
+ * front and the crossing bucket after them. Only that bucket is then selected on, so a flat
+ * distribution where top-p keeps most of the vocabulary costs a few linear passes. */
+static size_t select_mass_hist(cand_t *a, size_t n, double target) {
+    enum { NB = 512 };
+    float mx = a[0].logit, mn = a[0].logit;
+    for (size_t i = 1; i < n; i++) {
+        mx = a[i].logit > mx ? a[i].logit : mx;
+        mn = a[i].logit < mn ? a[i].logit : mn;
+    }
+    if (n < 4096 || !(mx > mn)) return select_mass(a, 0, n, 0.0, target);
+    const float scale = (float)NB / (mx - mn);
+#define BUCKET(c) MF_MIN((size_t)((mx - (c).logit) * scale), (size_t)NB - 1)
+    double mass[NB] = {0};
+    for (size_t i = 0; i < n; i++) mass[BUCKET(a[i])] += a[i].p;
+    size_t cb = 0;
+    double acc = 0.0;
+    while (cb + 1 < NB && acc + mass[cb] < target) acc += mass[cb++];
+    size_t head = 0;
+    for (size_t i = 0; i < n; i++)
+        if (BUCKET(a[i]) < cb) swap_cand(&a[i], &a[head++]);
+    size_t tail = head;
+    for (size_t i = head; i < n; i++)
+        if (BUCKET(a[i]) == cb) swap_cand(&a[i], &a[tail++]);
+#undef BUCKET
+    return select_mass(a, head, tail, acc, target);
 }
 
 /* Keep the most likely tokens until their probabilities sum to at least top_p (the token that
  * crosses it stays), and at least min_keep. Sorted input is scanned; otherwise the kept set is
- * found by select_mass and sorted only when small. */
+ * found by select_mass_hist and sorted only when small. */
 void mf_stage_top_p(mf_sampler *s) {
     float top_p = s->p.top_p;
     if (top_p >= 1.0f) return;
@@ -223,7 +260,7 @@ void mf_stage_top_p(mf_sampler *s) {
         s->n_cand = last;
         return;
     }
-    last = select_mass(s->cand, n, top_p);
+    last = select_mass_hist(s->cand, n, top_p);
     if (last < min_keep) {
         last = MF_MIN(min_keep, n);
         select_top(s->cand, n, last);
@@ -242,7 +279,7 @@ void mf_stage_min_p(mf_sampler *s) {
     size_t need = (size_t)MF_MAX(s->p.min_keep, 1);
     if (s->dense) {
         float mx = -INFINITY;
-        for (int32_t i = 0; i < s->n_vocab; i++) mx = fmaxf(mx, s->wl[i]);
+        for (int32_t i = 0; i < s->n_vocab; i++) mx = s->wl[i] > mx ? s->wl[i] : mx;
         if (mx == -INFINITY) {
             s->n_cand = 0, s->dense = false, s->sorted = true;
             return;
@@ -261,7 +298,7 @@ void mf_stage_min_p(mf_sampler *s) {
     if (n == 0) return;
     float mx = s->cand[0].logit;
     if (!s->sorted)
-        for (size_t i = 1; i < n; i++) mx = fmaxf(mx, s->cand[i].logit);
+        for (size_t i = 1; i < n; i++) mx = s->cand[i].logit > mx ? s->cand[i].logit : mx;
     float thr = mx + logf(min_p);
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += s->cand[i].logit >= thr;
