@@ -49,7 +49,10 @@ static _Noreturn void undefined_error(jctx *c, jv v) {
         if (v.s.n == JV_NONE) jinja_error(c, MF_ERR_FORMAT, "'None' has no attribute '%s'", name);
         jinja_error(c, MF_ERR_FORMAT, "'%s object' has no attribute '%s'", owner_name(v.s.n), name);
     }
-    if (v.flags & UNDEF_ELEM) jinja_error(c, MF_ERR_FORMAT, "%s object has no element %s", owner_name(v.s.n), name);
+    if (v.flags & UNDEF_ELEM) {
+        if (v.s.n == JV_NONE) jinja_error(c, MF_ERR_FORMAT, "None has no element %s", name);
+        jinja_error(c, MF_ERR_FORMAT, "%s object has no element %s", owner_name(v.s.n), name);
+    }
     jinja_error(c, MF_ERR_FORMAT, "'%s' is undefined", name);
 }
 

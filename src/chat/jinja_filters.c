@@ -143,7 +143,7 @@ static jv f_list(FARGS) {
 static jv f_items(FARGS) {
     UNUSED_ARGS;
     if (v.type == JV_UNDEF) return jv_list_new(c, 0);
-    if (v.type != JV_DICT && v.type != JV_NS) jinja_error(c, MF_ERR_FORMAT, "items: expected a mapping, got '%s'", jv_type_name(v));
+    if (v.type != JV_DICT && v.type != JV_NS) jinja_error(c, MF_ERR_FORMAT, "Can only get item pairs from a mapping (items of a '%s').", jv_type_name(v));
     return jinja_call_method(c, v, "items", NULL, 0, NULL, NULL, 0);
 }
 
@@ -353,6 +353,7 @@ static jv f_unique(FARGS) {
 }
 
 static jv f_map(FARGS) {
+    if (!jv_truthy(v)) return jv_list_new(c, 0); /* as select: nothing for None, "", 0 */
     jv it = jinja_iter_list(c, v), out = jv_list_new(c, it.l->n);
     jv attr = A(-1, "attribute", jv_none());
     if (attr.type != JV_NONE) {
@@ -373,7 +374,9 @@ static jv f_map(FARGS) {
 
 /* select/reject/selectattr/rejectattr: keep items whose test result equals `want`. */
 static jv select_common(jctx *c, jv v, jv *args, int nargs, bool attr_mode, bool want) {
-    jv it = jinja_iter_list(c, v), out = jv_list_new(c, 0);
+    jv out = jv_list_new(c, 0);
+    if (!jv_truthy(v)) return out; /* Jinja yields nothing for a falsy input (None, "", 0) */
+    jv it = jinja_iter_list(c, v);
     jv attr = jv_none();
     if (attr_mode) {
         if (nargs < 1 || args[0].type != JV_STR) jinja_error(c, MF_ERR_FORMAT, "selectattr/rejectattr need an attribute name");
@@ -578,6 +581,80 @@ static jv f_truncate(FARGS) {
     return jbuf_value(&b);
 }
 
+/* groupby: (grouper, [items]) tuples sorted by the grouper, as Jinja's do_groupby */
+static jv f_groupby(FARGS) {
+    UNUSED_ARGS;
+    jv attr = A(0, "attribute", jv_none()), def = A(1, "default", jv_undef("default")), cs = A(2, "case_sensitive", jv_bool(false));
+    if (attr.type != JV_STR && attr.type != JV_INT) jinja_error(c, MF_ERR_FORMAT, "groupby: expected an attribute name");
+    jv it = jinja_iter_list(c, v), keyed = jv_list_new(c, it.l->n);
+    for (size_t i = 0; i < it.l->n; i++) { /* pair each item with its key so one stable sort orders both */
+        jv k = attr.type == JV_STR ? jinja_getattr(c, it.l->v[i], attr.s.p, attr.s.n) : jinja_getitem(c, it.l->v[i], attr);
+        if (k.type == JV_UNDEF && def.type != JV_UNDEF) k = def;
+        jv pair = jv_list_new(c, 2);
+        jv_list_push(c, pair, k);
+        jv_list_push(c, pair, it.l->v[i]);
+        jv_list_push(c, keyed, pair);
+    }
+    jv sorted = sort_list(c, keyed, jv_int(0), jv_truthy(cs), false, true);
+    jv out = jv_list_new(c, 4);
+    for (size_t i = 0; i < sorted.l->n;) {
+        jv k = sorted.l->v[i].l->v[0], group = jv_list_new(c, 4);
+        jv kk = !jv_truthy(cs) && k.type == JV_STR ? jinja_str_lower(c, k) : k;
+        size_t j = i;
+        for (; j < sorted.l->n; j++) {
+            jv k2 = sorted.l->v[j].l->v[0];
+            if (!jv_equal(!jv_truthy(cs) && k2.type == JV_STR ? jinja_str_lower(c, k2) : k2, kk)) break;
+            jv_list_push(c, group, sorted.l->v[j].l->v[1]);
+        }
+        jv t = jv_list_new(c, 2);
+        t.flags = JV_TUPLE;
+        jv_list_push(c, t, k);
+        jv_list_push(c, t, group);
+        jv_list_push(c, out, t);
+        i = j;
+    }
+    return out;
+}
+
+/* slice: split into n columns, the first len % n of them one longer (Jinja's do_slice) */
+static jv f_slice(FARGS) {
+    UNUSED_ARGS;
+    jv ns = A(0, "slices", jv_int(1)), fill = A(1, "fill_with", jv_none());
+    if (ns.type != JV_INT || ns.i < 1 || ns.i > 100000) jinja_error(c, MF_ERR_FORMAT, "slice: slices must be a positive integer");
+    jv it = jinja_iter_list(c, v), out = jv_list_new(c, (size_t)ns.i);
+    size_t n = it.l->n, per = n / (size_t)ns.i, extra = n % (size_t)ns.i, off = 0;
+    for (size_t s_ = 0; s_ < (size_t)ns.i; s_++) {
+        size_t len = per + (s_ < extra);
+        jv col = jv_list_new(c, len + 1);
+        for (size_t k = 0; k < len; k++) jv_list_push(c, col, it.l->v[off + k]);
+        off += len;
+        if (fill.type != JV_NONE && s_ >= extra && extra) jv_list_push(c, col, fill);
+        jv_list_push(c, out, col);
+    }
+    return out;
+}
+
+static jv f_striptags(FARGS) {
+    UNUSED_ARGS;
+    /* drop <...> tags and <!-- comments -->, then collapse whitespace runs to one space */
+    jv str = jv_to_str(c, v);
+    jbuf t = jbuf_make(c);
+    for (size_t i = 0; i < str.s.n; i++) {
+        if (str.s.p[i] == '<' && i + 3 < str.s.n && !memcmp(str.s.p + i, "<!--", 4)) {
+            const char *e = memmem(str.s.p + i, str.s.n - i, "-->", 3);
+            if (e) { i = (size_t)(e - str.s.p) + 2; continue; }
+        }
+        if (str.s.p[i] == '<') {
+            const char *e = memchr(str.s.p + i, '>', str.s.n - i);
+            if (e) { i = (size_t)(e - str.s.p); continue; }
+        }
+        jbuf_putc(&t, str.s.p[i]);
+    }
+    jv words = jinja_call_method(c, jbuf_value(&t), "split", NULL, 0, NULL, NULL, 0);
+    jv sp = jv_strn(" ", 1);
+    return jinja_call_method(c, sp, "join", &words, 1, NULL, NULL, 0);
+}
+
 typedef struct { const char *name; jfilter_fn fn; } filter_ent;
 static const filter_ent filters[] = {
     {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"list", f_list}, {"items", f_items},
@@ -590,6 +667,7 @@ static const filter_ent filters[] = {
     {"forceescape", f_escape}, {"wordcount", f_wordcount}, {"center", f_center}, {"indent", f_indent},
     {"batch", f_batch}, {"reverse", f_reverse}, {"sum", f_sum}, {"min", f_min}, {"max", f_max},
     {"attr", f_attr}, {"pprint", f_pprint}, {"format", f_format}, {"truncate", f_truncate},
+    {"groupby", f_groupby}, {"slice", f_slice}, {"striptags", f_striptags},
 };
 
 jfilter_fn jinja_find_filter(const char *name) {

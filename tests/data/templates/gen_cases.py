@@ -81,6 +81,7 @@ CASES = [
     "{{ l | first }} {{ l | last }} {{ s | first }} {{ l | sort }} {{ sl | sort }} {{ sl | sort(case_sensitive=true) }} {{ l | sort(reverse=true) }}",
     "{{ msgs | selectattr('role', 'equalto', 'user') | list | length }} {{ msgs | rejectattr('content') | map(attribute='role') | list }}",
     "{{ l | select('odd') | list }} {{ l | reject('odd') | list }} {{ [0, 1, '', 'a', none] | select | list }} {{ l | map('string') | list }}",
+    "{{ no | selectattr('type') | list }} {{ no | map('upper') | list }} {{ '' | select | list }} {{ 0 | reject | list }} {{ no | rejectattr('x') | list }}",
     "{{ msgs | selectattr('tool_calls', 'defined') | list | length }} {{ msgs | selectattr('role', 'in', ['user', 'tool']) | map(attribute='role') | join(',') }}",
     "{{ d | tojson }} {{ msgs[2] | tojson }} {{ quote | tojson }} {{ u | tojson }} {{ u | tojson(ensure_ascii=true) }} {{ fl | tojson }}",
     "{{ d | tojson(indent=2) }}\n{{ d | tojson(indent=4, sort_keys=true) }}\n{{ [] | tojson(indent=2) }} {{ {} | tojson }} {{ d | tojson(separators=(',', ':')) }}",
@@ -96,6 +97,7 @@ CASES = [
     "[{{ '%5s|%-5s|%.2s|%x|%X|%o|%x|%+d|% d|%05d|%.3d|%e|%g|%10.3f|%-8.1f|' % ('ab', 'cd', u, 255, 255, 8, -255, 5, 5, -42, 7, 12345.678, 0.0001, 3.14159, 2.5) }}]",
     "[{{ '%.3d|%05.3d|%#x|%#o|%-6x|%06.2f|%+.1e|%5.1s|' % (-7, 7, 255, 8, 10, -3.14159, 1234.5, u) }}]",
     "{{ 'a very long sentence that goes on' | truncate(15) }} {{ 'a very long sentence that goes on' | truncate(15, true) }} {{ 'short' | truncate(10) }}",
+    "{% for role, ms in msgs | groupby('role') %}{{ role }}={{ ms | length }};{% endfor %} {{ [{'k': 'B'}, {'k': 'a'}, {'k': 'b'}] | groupby('k') | list }} {{ range(7) | slice(3) | list }} {{ range(7) | slice(3, 'x') | list }} {{ '<p>Hi  <b>there</b><!-- c --></p>\n x' | striptags }}",
     "{{ d | attr('a') }} {{ [1, [2, 'x']] | pprint }} {{ msgs | map(attribute='role') | map('upper') | join }}",
     # tests
     "{{ n is defined }} {{ zz is defined }} {{ zz is undefined }} {{ no is none }} {{ s is string }} {{ n is string }} {{ d is mapping }} {{ l is mapping }}",
