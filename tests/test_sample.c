@@ -4,6 +4,7 @@
  * seed reproducibility, and parameter errors. Penalties and DRY are in test_sample_history.c. */
 #include "sample/rng.h"
 #include "sample/sampler.h"
+#include "sample/sampler_internal.h"
 #include "test.h"
 
 #include <math.h>
@@ -527,6 +528,21 @@ static void test_seed(void) {
     CHECK(mf_rng_splitmix64(&x) == 0xE220A8397B1DCDAFull);
 }
 
+/* The softmax's exponential against libm's double exp on [-87, 0]. */
+static void test_exp(void) {
+    double worst = 0;
+    for (int i = 0; i <= 870000; i++) {
+        float x = -(float)i * 1e-4f;
+        double want = exp((double)x), got = mf_exp_neg(x);
+        double rel = fabs(got - want) / want;
+        if (rel > worst) worst = rel;
+    }
+    CHECKF(worst < 3e-7, "mf_exp_neg relative error %g", worst);
+    printf("mf_exp_neg: worst relative error %.3g on [-87, 0]\n", worst);
+    CHECK(mf_exp_neg(0.0f) == 1.0f);
+    CHECK(mf_exp_neg(-INFINITY) == 0.0f && mf_exp_neg(-100.0f) == 0.0f);
+}
+
 static void test_params(void) {
     mf_sampler_params p = mf_sampler_default_params();
     CHECK(mf_sampler_params_check(&p) == MF_OK);
@@ -588,5 +604,6 @@ int main(void) {
     test_draw_distribution();
     test_seed();
     test_params();
+    test_exp();
     return test_summary("test_sample");
 }
