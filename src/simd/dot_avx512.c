@@ -225,9 +225,45 @@ FLOAT_DOT(dot_f32_f32, float, LOAD_F32, MASKLOAD_F32)
 FLOAT_DOT(dot_f16_f16, uint16_t, load_f16x16, maskload_f16x16)
 FLOAT_DOT(dot_bf16_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
 
-MF_SIMD_GEMM_FROM_DOT(gemm_f32, dot_f32_f32)
-MF_SIMD_GEMM_FROM_DOT(gemm_f16, dot_f16_f16)
-MF_SIMD_GEMM_FROM_DOT(gemm_bf16, dot_bf16_bf16)
+/* Float tiles: each 32 weights are loaded (and widened) once and multiplied into every activation
+ * row's two accumulators; the tail is masked as in the dots. */
+#define FLOAT_TILE(name, T, LOAD, MASKLOAD)                                                            \
+    static void name(int64_t n, const T *w, const char *a, size_t a_stride, int nc, float *out, size_t out_stride) { \
+        __m512 acc[NC][2];                                                                             \
+        for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();                      \
+        int64_t i = 0;                                                                                 \
+        for (; i + 32 <= n; i += 32) {                                                                 \
+            const __m512 w0 = LOAD(w + i), w1 = LOAD(w + i + 16);                                      \
+            for (int c = 0; c < nc; c++) {                                                             \
+                const T *ac = (const T *)(a + (size_t)c * a_stride) + i;                               \
+                acc[c][0] = _mm512_fmadd_ps(w0, LOAD(ac), acc[c][0]);                                  \
+                acc[c][1] = _mm512_fmadd_ps(w1, LOAD(ac + 16), acc[c][1]);                             \
+            }                                                                                          \
+        }                                                                                              \
+        for (; i < n; i += 16) {                                                                       \
+            const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
+            const __m512 w0 = MASKLOAD(w + i, k);                                                      \
+            for (int c = 0; c < nc; c++)                                                               \
+                acc[c][0] = _mm512_fmadd_ps(w0, MASKLOAD((const T *)(a + (size_t)c * a_stride) + i, k), acc[c][0]); \
+        }                                                                                              \
+        for (int c = 0; c < nc; c++)                                                                   \
+            out[(size_t)c * out_stride] = _mm512_reduce_add_ps(_mm512_add_ps(acc[c][0], acc[c][1]));   \
+    }
+FLOAT_TILE(tile_f32, float, LOAD_F32, MASKLOAD_F32)
+FLOAT_TILE(tile_f16, uint16_t, load_f16x16, maskload_f16x16)
+FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
+
+#define FLOAT_GEMM(name, tile, T)                                                                     \
+    static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
+                     size_t a_stride, float *out, size_t out_stride) {                                \
+        for (int r = 0; r < nr; r++)                                                                  \
+            for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
+                tile(n, (const T *)((const char *)w + (size_t)r * w_stride), (const char *)a + (size_t)c0 * a_stride, \
+                     a_stride, MF_MIN(NC, nc - c0), out + (size_t)c0 * out_stride + (size_t)r, out_stride); \
+    }
+FLOAT_GEMM(gemm_f32, tile_f32, float)
+FLOAT_GEMM(gemm_f16, tile_f16, uint16_t)
+FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t)
 
 void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_0, Q8_0, dot_q4_0_q8_0, gemm_q4_0);
