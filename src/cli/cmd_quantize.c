@@ -152,8 +152,11 @@ int cmd_quantize(int argc, char **argv) {
         cli_error_status(s, "quantize");
         return 1;
     }
-    fprintf(stderr, "minfer: %s: %lld tensors converted to %s, %lld copied; %.2f MiB -> %.2f MiB in %.2f s\n", pos[1],
-            (long long)st.n_quantized, ft->name, (long long)st.n_copied, st.bytes_in / 1048576.0,
-            st.bytes_out / 1048576.0, st.seconds);
+    fprintf(stderr,
+            "minfer: %s: %lld tensors converted to %s, %lld copied; %.2f MiB -> %.2f MiB in %.2f s "
+            "(%.1f M weights/s, %d thread%s)\n",
+            pos[1], (long long)st.n_quantized, ft->name, (long long)st.n_copied, st.bytes_in / 1048576.0,
+            st.bytes_out / 1048576.0, st.seconds, st.seconds > 0 ? st.values_converted / st.seconds / 1e6 : 0.0,
+            st.n_threads, st.n_threads == 1 ? "" : "s");
     return 0;
 }

@@ -175,6 +175,7 @@ mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_qua
             data = buf;
             nbytes = mf_row_size(types[i], t->ne[0]) * (size_t)tensor_rows(t);
             st.n_quantized++;
+            st.values_converted += (uint64_t)t->ne[0] * tensor_rows(t);
         } else {
             st.n_copied++;
         }
@@ -195,6 +196,7 @@ done:
     free(types);
     mf_gguf_free(g);
     st.seconds = mf_time_s() - t0;
+    st.n_threads = n_threads;
     if (stats) *stats = st;
     return s;
 }

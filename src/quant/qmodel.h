@@ -53,7 +53,9 @@ typedef struct mf_quant_params {
 
 typedef struct mf_quant_stats {
     uint64_t bytes_in, bytes_out; /* tensor data */
+    uint64_t values_converted;    /* weights in the converted tensors */
     int64_t n_quantized, n_copied;
+    int n_threads;
     double seconds;
 } mf_quant_stats;
 
