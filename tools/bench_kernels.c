@@ -1,8 +1,9 @@
 /* bench_kernels.c: single-thread speed of the matrix-vector dot kernels. For each weight type, a
  * weight matrix much larger than the last-level cache (default 256 MiB) is multiplied with one
  * activation row, at every SIMD level this CPU runs; prints the weight bytes streamed per second
- * (GB/s, the decode bottleneck), the speed-up over the scalar reference, and the 4-row tile kernel's
- * rate (weight bytes per second per activation row, the prefill view).
+ * (GB/s, the decode bottleneck), the speed-up over the scalar reference, and the active level's
+ * 4-row tile rate (weight bytes per second per activation row, the prefill view; MINFER_ISA picks
+ * the level).
  *   usage: bench_kernels [--mb N] [--n COLS] [--reps R] [TYPE...]      e.g. bench_kernels q4_0 q4_k */
 #include "simd/simd.h"
 #include "core/core.h"
@@ -62,7 +63,8 @@ int main(int argc, char **argv) {
 
     printf("single thread, %lld MiB of weights per type, rows of %lld; active level %s\n", (long long)mb,
            (long long)n, mf_simd_isa_name());
-    printf("GB/s = weight bytes read per second; tile = %d activation rows per weight pass (per row)\n",
+    printf("GB/s = weight bytes read per second; tile = the active level's tile kernel, %d activation rows per\n"
+           "weight pass (GB/s per activation row); speedup = best level over scalar\n",
            MF_SIMD_GEMM_NC);
     printf("%-5s %9s", "type", "scalar");
     for (int l = 1; l < MF_SIMD_LEVEL_COUNT; l++)
@@ -106,7 +108,6 @@ int main(int argc, char **argv) {
         const double ts = time_pass(tr->vec_dot, NULL, 0, n, nr, w, rs, a, as, want_out, 1);
         printf("%-5s %9.2f", tr->name, bytes / ts * 1e-9);
         double best = ts, maxrel = 0;
-        mf_simd_level best_lv = MF_SIMD_SCALAR;
         for (int l = 1; l < MF_SIMD_LEVEL_COUNT; l++) {
             const mf_simd_level lv = (mf_simd_level)l;
             if (!mf_simd_level_supported(lv)) continue;
@@ -116,9 +117,9 @@ int main(int argc, char **argv) {
                 const double d = fabs((double)out[r] - want_out[r]) / (fabs((double)want_out[r]) + 1e-3);
                 if (d > maxrel) maxrel = d;
             }
-            if (tl < best) best = tl, best_lv = lv;
+            if (tl < best) best = tl;
         }
-        const double tt = time_pass(NULL, mf_simd_gemm_at(best_lv, t), MF_SIMD_GEMM_NC, n, nr, w, rs, a, as, out, reps);
+        const double tt = time_pass(NULL, mf_simd_gemm(t), MF_SIMD_GEMM_NC, n, nr, w, rs, a, as, out, reps);
         printf(" %7.1fx %9.2f %.1e\n", ts / best, bytes * MF_SIMD_GEMM_NC / tt * 1e-9, maxrel);
         fflush(stdout);
         mf_aligned_free(w);

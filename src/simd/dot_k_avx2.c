@@ -134,9 +134,110 @@ static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
     return mf_x86_hsum8(acc);
 }
 
-MF_SIMD_GEMM_FROM_DOT(gemm_q4_K, dot_q4_K_q8_K)
-MF_SIMD_GEMM_FROM_DOT(gemm_q5_K, dot_q5_K_q8_K)
-MF_SIMD_GEMM_FROM_DOT(gemm_q6_K, dot_q6_K_q8_K)
+/* ---- multi-row tiles: one weight row against up to MF_SIMD_GEMM_NC activation rows. Each chunk
+ * of weights and its scales are unpacked once and used for every activation row. ---- */
+#define NC MF_SIMD_GEMM_NC
+
+static inline void tile_k4(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
+                           float *out, size_t out_stride, bool five) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc[NC];
+    __m128 accm[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        const uint8_t *blk = base + (size_t)i * stride;
+        const mf_block_q4_K *hdr = (const mf_block_q4_K *)blk; /* Q5_K shares d, dmin, scales */
+        const uint8_t *qs = five ? ((const mf_block_q5_K *)blk)->qs : hdr->qs;
+        const float d = mf_x86_h2f(hdr->d), dmin = -mf_x86_h2f(hdr->dmin);
+        uint8_t sm[16];
+        mf_k4_unpack_scales(hdr->scales, sm);
+        const __m128i scales_mins = _mm_loadu_si128((const __m128i *)sm);
+        const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
+        const __m256i qh = five ? mf_x86_load(((const mf_block_q5_K *)blk)->qh) : _mm256_setzero_si256();
+        __m256i sumi[NC];
+        for (int c = 0; c < NC; c++) sumi[c] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = mf_x86_load(qs + 32 * j);
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                const __m256i h = _mm256_srli_epi16(qh, 2 * j);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b4));
+            }
+            const __m256i sl = _mm256_shuffle_epi8(sc, bcast16_mask(2 * j)), sh = _mm256_shuffle_epi8(sc, bcast16_mask(2 * j + 1));
+            for (int c = 0; c < nc; c++) {
+                const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+                sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ab->qs + 64 * j, sl, sh));
+            }
+        }
+        for (int c = 0; c < nc; c++) {
+            const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin * ab->d), _mm_cvtepi32_ps(k4_mins_dot(scales_mins, ab->bsums)), accm[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]) + mf_x86_hsum4(accm[c]);
+}
+
+static void tile_q6_K(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
+                      float *out, size_t out_stride, bool unused) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m256i pick[4] = {
+        _mm256_set_m128i(_mm_set1_epi16(0x0302), _mm_set1_epi16(0x0100)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0706), _mm_set1_epi16(0x0504)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0B0A), _mm_set1_epi16(0x0908)),
+        _mm256_set_m128i(_mm_set1_epi16(0x0F0E), _mm_set1_epi16(0x0D0C)),
+    };
+    __m256 acc[NC];
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        const mf_block_q6_K *w = (const mf_block_q6_K *)(base + (size_t)i * stride);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+        const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+        __m256i sumi[NC];
+        for (int c = 0; c < nc; c++) {
+            const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+            sumi[c] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, mf_x86_load(ab->bsums)), 5));
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w->ql + 64 * h;
+            const __m256i qh = mf_x86_load(w->qh + 32 * h), l0 = mf_x86_load(ql), l1 = mf_x86_load(ql + 32);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            for (int k = 0; k < 4; k++) {
+                const __m256i s = _mm256_shuffle_epi8(sc_half[h], pick[k]);
+                for (int c = 0; c < nc; c++) {
+                    const int8_t *y = ((const mf_block_q8_K *)(a + (size_t)c * a_stride) + i)->qs + 128 * h + 32 * k;
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], mf_x86_load(y)), s));
+                }
+            }
+        }
+        for (int c = 0; c < nc; c++) {
+            const mf_block_q8_K *ab = (const mf_block_q8_K *)(a + (size_t)c * a_stride) + i;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(w->d) * ab->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
+}
+
+/* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
+#define TILE_GEMM(name, tile, stride, five)                                                           \
+    static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
+                     size_t a_stride, float *out, size_t out_stride) {                                \
+        for (int r = 0; r < nr; r++)                                                                  \
+            for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
+                tile(n, (const uint8_t *)w + (size_t)r * w_stride, stride,                            \
+                     (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),          \
+                     out + (size_t)c0 * out_stride + (size_t)r, out_stride, five);                    \
+    }
+TILE_GEMM(gemm_q4_K, tile_k4, sizeof(mf_block_q4_K), false)
+TILE_GEMM(gemm_q5_K, tile_k4, sizeof(mf_block_q5_K), true)
+TILE_GEMM(gemm_q6_K, tile_q6_K, sizeof(mf_block_q6_K), false)
 
 void mf_simd_register_avx2_k(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_K, Q8_K, dot_q4_K_q8_K, gemm_q4_K);
