@@ -219,8 +219,9 @@ static size_t select_mass_hist(cand_t *a, size_t n, double target) {
         mx = a[i].logit > mx ? a[i].logit : mx;
         mn = a[i].logit < mn ? a[i].logit : mn;
     }
-    if (n < 4096 || !(mx > mn)) return select_mass(a, 0, n, 0.0, target);
-    const float scale = (float)NB / (mx - mn);
+    float range = mx - mn; /* finite and positive, or the buckets are meaningless */
+    if (n < 4096 || !(range > 0.0f) || !isfinite(range)) return select_mass(a, 0, n, 0.0, target);
+    const float scale = (float)NB / range;
 #define BUCKET(c) MF_MIN((size_t)((mx - (c).logit) * scale), (size_t)NB - 1)
     double mass[NB] = {0};
     for (size_t i = 0; i < n; i++) mass[BUCKET(a[i])] += a[i].p;
