@@ -1,0 +1,459 @@
+/* cmd_bench.c: `minfer bench`, llama-bench's measurements for minfer: prompt processing (ppN: N
+ * random tokens from an empty cache, one decode call that runs in ubatch chunks) and generation (tgN:
+ * N one-token decodes from an empty cache), r repetitions after an untimed warm-up, as mean and
+ * sample standard deviation of tokens/s. Each test also reports what it achieved against the
+ * machine's limits: weight bytes read per token x tokens/s (GB/s, the decode bound) and weight MACs
+ * per token x tokens/s (GMAC/s, the prefill bound), and the process's peak resident memory. */
+#include "cli/bench_probe.h"
+#include "cli/cli.h"
+#include "model/model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define MAX_LIST 64
+
+typedef struct {
+    long long v[MAX_LIST];
+    int n;
+    bool set; /* the first value given replaces the defaults */
+} int_list;
+
+typedef struct {
+    const char *paths[MAX_LIST];
+    int n_models;
+    int_list pp, tg, threads, ubatch;
+    long long reps;
+    bool json, warmup, kv_f32;
+    double mem_bw, peak_gmacs; /* 0: probe */
+} bench_opts;
+
+/* Machine limits for one thread count, and where they came from. */
+typedef struct {
+    int32_t n_threads;
+    double mem_bw, gmacs;
+    const char *bw_src, *gmacs_src, *isa;
+} bench_limits;
+
+/* What a model costs per token: weights read by one decode step (every weight except the embedding
+ * table, of which one row is read, unless it is also the output projection) and the MACs of the
+ * 2-D weights in the same set (attention's own MACs are left out, as they depend on the context). */
+typedef struct {
+    char type[96];
+    uint64_t size, n_params, bytes_per_token, macs_per_token;
+    double load_s;
+} model_info;
+
+typedef struct {
+    model_info mi;
+    const char *path;
+    int32_t n_threads, n_ubatch, n_prompt, n_gen;
+    double *samples_ns; /* reps */
+    int32_t n_samples;
+    double avg_ts, stddev_ts, avg_ns, stddev_ns;
+    double gbps, gmacs; /* achieved, from avg_ts */
+    bench_limits lim;
+    uint64_t peak_rss;
+} bench_result;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: minfer bench [options] MODEL [MODEL ...]\n\n"
+            "Measures prompt processing (ppN) and generation (tgN) speed, as llama-bench does. Lists take\n"
+            "comma-separated values or repeated flags; every combination is run.\n\n"
+            "  -m, --model FILE      model (also as plain arguments)\n"
+            "  -p, --n-prompt N,..   prompt lengths (default 512; 0: none)\n"
+            "  -n, --n-gen N,..      generated tokens (default 128; 0: none)\n"
+            "  -t, --threads N,..    threads (default: all CPUs)\n"
+            "  -ub, --ubatch N,..    prefill chunk (default 512)\n"
+            "  -r, --repetitions N   timed runs per test (default 5)\n"
+            "  -o, --output md|json  output format (default md); --json is -o json\n"
+            "  --kv-type f16|f32     KV cache type (default f16)\n"
+            "  --no-warmup           skip the untimed warm-up run\n"
+            "  --mem-bw GBS          memory bandwidth limit in GB/s (env MINFER_MEM_BW; default: probe)\n"
+            "  --peak-gmacs G        int8 MAC peak in GMAC/s (env MINFER_PEAK_GMACS; default: probe)\n");
+}
+
+/* Append "a,b,c" to l (the first call replaces the defaults). */
+static bool parse_list(const char *flag, const char *s, long long lo, long long hi, int_list *l) {
+    if (!l->set) l->n = 0, l->set = true;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) {
+        cli_error("%s: list '%s' is too long", flag, s);
+        return false;
+    }
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (l->n == MAX_LIST) {
+            cli_error("%s: more than %d values", flag, MAX_LIST);
+            return false;
+        }
+        if (!cli_parse_int(flag, tok, lo, hi, &l->v[l->n])) return false;
+        l->n++;
+    }
+    return true;
+}
+
+/* llama.cpp's general.file_type values (LLAMA_FTYPE_*), for the model column. */
+static const char *ftype_name(uint32_t ft) {
+    static const struct { uint32_t id; const char *name; } names[] = {
+        {0, "F32"},  {1, "F16"},  {2, "Q4_0"},  {3, "Q4_1"},   {7, "Q8_0"},   {8, "Q5_0"},   {9, "Q5_1"},
+        {10, "Q2_K"}, {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"},
+        {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"}, {32, "BF16"},
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(names); i++)
+        if (names[i].id == ft) return names[i].name;
+    return NULL;
+}
+
+static void describe_model(const mf_model *m, double load_s, model_info *mi) {
+    uint64_t bytes = 0, macs = 0, params = 0, type_bytes[MF_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < m->n_weights; i++) {
+        const mf_weight *w = &m->weights[i];
+        uint64_t rows = (uint64_t)(w->ne[1] * w->ne[2] * w->ne[3]);
+        uint64_t nb = (uint64_t)w->row_bytes * rows;
+        params += (uint64_t)w->ne[0] * rows;
+        if ((int)w->type >= 0 && w->type < MF_TYPE_COUNT && rows > 1) type_bytes[w->type] += nb;
+        if (w == m->tok_embd && w != m->output) continue;
+        bytes += nb;
+        if (rows > 1) macs += (uint64_t)w->ne[0] * rows;
+    }
+    mi->size = mf_model_size_bytes(m);
+    mi->n_params = params;
+    mi->bytes_per_token = bytes;
+    mi->macs_per_token = macs;
+    mi->load_s = load_s;
+    /* The file type as written by the quantizer, else the type holding most matrix bytes. */
+    uint32_t ft;
+    const char *tname = NULL;
+    if (mf_gguf_get_u32(mf_model_gguf(m), "general.file_type", &ft) == MF_OK) tname = ftype_name(ft);
+    if (!tname) {
+        int best = 0;
+        for (int t = 1; t < MF_TYPE_COUNT; t++)
+            if (type_bytes[t] > type_bytes[best]) best = t;
+        const mf_type_traits *tt = mf_type_get_traits((uint32_t)best);
+        tname = tt && tt->name ? tt->name : "?";
+    }
+    double p = (double)params;
+    if (p >= 1e9)
+        snprintf(mi->type, sizeof mi->type, "%s %.1fB %s", mf_model_arch(m), p / 1e9, tname);
+    else
+        snprintf(mi->type, sizeof mi->type, p >= 1e7 ? "%s %.0fM %s" : "%s %.1fM %s", mf_model_arch(m), p / 1e6,
+                 tname);
+}
+
+static uint64_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}
+
+static const bench_limits *get_limits(const bench_opts *o, int32_t n_threads, bench_limits *cache, int *n_cache) {
+    for (int i = 0; i < *n_cache; i++)
+        if (cache[i].n_threads == n_threads) return &cache[i];
+    bench_limits *l = &cache[(*n_cache)++];
+    *l = (bench_limits){.n_threads = n_threads, .isa = ""};
+    const char *env_bw = getenv("MINFER_MEM_BW"), *env_g = getenv("MINFER_PEAK_GMACS");
+    double probe_bw, probe_g;
+    bool want_bw = false, want_g = false;
+    if (o->mem_bw > 0) {
+        l->mem_bw = o->mem_bw, l->bw_src = "flag";
+    } else if (env_bw && atof(env_bw) > 0) {
+        l->mem_bw = atof(env_bw), l->bw_src = "env";
+    } else {
+        want_bw = true, l->bw_src = "probe";
+    }
+    if (o->peak_gmacs > 0) {
+        l->gmacs = o->peak_gmacs, l->gmacs_src = "flag";
+    } else if (env_g && atof(env_g) > 0) {
+        l->gmacs = atof(env_g), l->gmacs_src = "env";
+    } else {
+        want_g = true, l->gmacs_src = "probe";
+    }
+    if (want_bw || want_g) {
+        cli_bench_probe_limits(n_threads, want_bw, want_g, &probe_bw, &probe_g, &l->isa);
+        if (want_bw) l->mem_bw = probe_bw;
+        if (want_g) l->gmacs = probe_g;
+    }
+    return l;
+}
+
+/* xorshift64*: the benchmark's token ids (uniform over the vocabulary, as llama-bench uses). */
+static int32_t next_token(uint64_t *s, int32_t n_vocab) {
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (int32_t)(((*s * 0x2545F4914F6CDD1DULL) >> 33) % (uint64_t)n_vocab);
+}
+
+/* One timed (or warm-up) run: empty the cache, then the prompt in one call, or n_gen single-token
+ * decodes. Returns nanoseconds, or a negative value on failure (error printed). */
+static double run_once(mf_context *c, int32_t n_vocab, int32_t n_prompt, int32_t n_gen, int32_t *tokens,
+                       uint64_t *rng) {
+    mf_context_seq_rm(c, -1, 0, -1);
+    for (int32_t i = 0; i < n_prompt; i++) tokens[i] = next_token(rng, n_vocab);
+    int32_t tok = next_token(rng, n_vocab);
+    double t0 = mf_time_s();
+    mf_status st = MF_OK;
+    if (n_prompt > 0) {
+        mf_batch b = {.n_tokens = n_prompt, .tokens = tokens};
+        st = mf_context_decode(c, &b);
+    }
+    for (int32_t i = 0; st == MF_OK && i < n_gen; i++) {
+        mf_batch b = {.n_tokens = 1, .tokens = &tok};
+        st = mf_context_decode(c, &b);
+        tok = next_token(rng, n_vocab);
+    }
+    double dt = mf_time_s() - t0;
+    if (st) {
+        cli_error_status(st, "bench");
+        return -1;
+    }
+    return dt * 1e9;
+}
+
+static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
+    mf_context_params p = mf_context_default_params();
+    p.n_ctx = r->n_prompt + r->n_gen;
+    p.n_threads = r->n_threads;
+    p.n_ubatch = r->n_ubatch;
+    p.kv_f32 = o->kv_f32;
+    mf_context *c = NULL;
+    mf_status st = mf_context_create(m, &p, &c);
+    if (st) {
+        cli_error_status(st, "bench");
+        return false;
+    }
+    r->n_threads = mf_context_n_threads(c);
+    int32_t n_vocab = mf_model_n_vocab(m);
+    int32_t *tokens = malloc((size_t)MF_MAX(r->n_prompt, 1) * sizeof *tokens);
+    r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
+    bool ok = tokens && r->samples_ns;
+    if (!ok) cli_error("bench: out of memory");
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    /* Warm-up: builds and plans the graph, faults the weights in. A generation test warms up with one
+     * token, as llama-bench does. */
+    if (ok && o->warmup) ok = run_once(c, n_vocab, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng) >= 0;
+    for (int32_t k = 0; ok && k < o->reps; k++) {
+        double ns = run_once(c, n_vocab, r->n_prompt, r->n_gen, tokens, &rng);
+        ok = ns >= 0;
+        if (ok) r->samples_ns[r->n_samples++] = MF_MAX(ns, 1.0);
+    }
+    free(tokens);
+    mf_context_free(c);
+    if (!ok) return false;
+    /* llama-bench's statistics: tokens/s per repetition, then mean and sample standard deviation. */
+    double n_tok = r->n_prompt + r->n_gen, s_ts = 0, s_ns = 0, q_ts = 0, q_ns = 0;
+    for (int32_t k = 0; k < r->n_samples; k++) s_ts += n_tok * 1e9 / r->samples_ns[k], s_ns += r->samples_ns[k];
+    r->avg_ts = s_ts / r->n_samples, r->avg_ns = s_ns / r->n_samples;
+    for (int32_t k = 0; k < r->n_samples; k++) {
+        double ts = n_tok * 1e9 / r->samples_ns[k] - r->avg_ts, ns = r->samples_ns[k] - r->avg_ns;
+        q_ts += ts * ts, q_ns += ns * ns;
+    }
+    r->stddev_ts = r->n_samples > 1 ? sqrt(q_ts / (r->n_samples - 1)) : 0;
+    r->stddev_ns = r->n_samples > 1 ? sqrt(q_ns / (r->n_samples - 1)) : 0;
+    r->gbps = (double)r->mi.bytes_per_token * r->avg_ts / 1e9;
+    r->gmacs = (double)r->mi.macs_per_token * r->avg_ts / 1e9;
+    r->peak_rss = peak_rss_bytes();
+    return true;
+}
+
+static void fmt_size(char *buf, size_t n, uint64_t bytes) {
+    if (bytes >= (1ull << 30))
+        snprintf(buf, n, "%.2f GiB", (double)bytes / (1ull << 30));
+    else
+        snprintf(buf, n, "%.2f MiB", (double)bytes / (1ull << 20));
+}
+
+static void print_md_header(bool show_ub) {
+    printf("| model | size | params | backend | threads |%s test | t/s | achieved | peak RSS |\n",
+           show_ub ? " n_ubatch |" : "");
+    printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: | ---: | ---: |\n", show_ub ? " ---: |" : "");
+}
+
+static void print_md_row(const bench_result *r, bool show_ub) {
+    char size[32], rss[32], test[32], ub[32] = "", ach[64];
+    fmt_size(size, sizeof size, r->mi.size);
+    fmt_size(rss, sizeof rss, r->peak_rss);
+    snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (show_ub) snprintf(ub, sizeof ub, " %d |", r->n_ubatch);
+    /* Prefill is bound by arithmetic, decode by reading the weights. */
+    double v = r->n_prompt ? r->gmacs : r->gbps, lim = r->n_prompt ? r->lim.gmacs : r->lim.mem_bw;
+    const char *unit = r->n_prompt ? "GMAC/s" : "GB/s";
+    if (lim > 0)
+        snprintf(ach, sizeof ach, "%.1f %s (%.0f%%)", v, unit, 100 * v / lim);
+    else
+        snprintf(ach, sizeof ach, "%.1f %s", v, unit);
+    double p = (double)r->mi.n_params;
+    printf("| %s | %s | %.2f %s | CPU | %d |%s %s | %.2f ± %.2f | %s | %s |\n", r->mi.type, size,
+           p >= 1e9 ? p / 1e9 : p / 1e6, p >= 1e9 ? "B" : "M", r->n_threads, ub, test, r->avg_ts, r->stddev_ts,
+           ach, rss);
+    fflush(stdout);
+}
+
+static json_t *result_json(const bench_result *r) {
+    json_t *ns = json_array(), *ts = json_array();
+    double n_tok = r->n_prompt + r->n_gen;
+    for (int32_t k = 0; k < r->n_samples; k++) {
+        json_array_append_new(ns, json_integer((json_int_t)r->samples_ns[k]));
+        json_array_append_new(ts, json_real(n_tok * 1e9 / r->samples_ns[k]));
+    }
+    char test[32];
+    snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
+                     " s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I}",
+                     "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
+                     "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
+                     "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "test", test,
+                     "load_s", r->mi.load_s, "avg_ns", (json_int_t)r->avg_ns, "stddev_ns", (json_int_t)r->stddev_ns,
+                     "avg_ts", r->avg_ts, "stddev_ts", r->stddev_ts, "samples_ns", ns, "samples_ts", ts,
+                     "bytes_per_token", (json_int_t)r->mi.bytes_per_token, "macs_per_token",
+                     (json_int_t)r->mi.macs_per_token, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
+                     "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
+                     "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
+                     (json_int_t)r->peak_rss);
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    const char *val;
+    for (int i = 1; i < argc; i++) {
+        int r;
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "--no-warmup")) {
+            o->warmup = false;
+        } else if ((r = cli_take_value(argc, argv, &i, "-m", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--model", &val))) {
+            if (r < 0) return 2;
+            /* Commas separate models as in llama-bench; the path strings stay in argv. */
+            for (char *s = (char *)val, *comma; s; s = comma ? comma + 1 : NULL) {
+                comma = strchr(s, ',');
+                if (comma) *comma = '\0';
+                if (o->n_models == MAX_LIST) {
+                    cli_error("bench: more than %d models", MAX_LIST);
+                    return 2;
+                }
+                if (*s) o->paths[o->n_models++] = s;
+            }
+        } else if ((r = cli_take_value(argc, argv, &i, "-p", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--n-prompt", &val))) {
+            if (r < 0 || !parse_list("-p", val, 0, 1 << 20, &o->pp)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-n", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--n-gen", &val))) {
+            if (r < 0 || !parse_list("-n", val, 0, 1 << 20, &o->tg)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-t", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--threads", &val))) {
+            if (r < 0 || !parse_list("-t", val, 1, 1024, &o->threads)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-ub", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--ubatch", &val))) {
+            if (r < 0 || !parse_list("-ub", val, 1, 8192, &o->ubatch)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-r", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--repetitions", &val))) {
+            if (r < 0 || !cli_parse_int("-r", val, 1, 100000, &o->reps)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-o", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--output", &val))) {
+            if (r < 0) return 2;
+            if (strcmp(val, "md") && strcmp(val, "json")) {
+                cli_error("-o: '%s' is not md or json", val);
+                return 2;
+            }
+            o->json = !strcmp(val, "json");
+        } else if ((r = cli_take_value(argc, argv, &i, "--kv-type", &val))) {
+            if (r < 0) return 2;
+            if (strcmp(val, "f16") && strcmp(val, "f32")) {
+                cli_error("--kv-type: '%s' is not f16 or f32", val);
+                return 2;
+            }
+            o->kv_f32 = !strcmp(val, "f32");
+        } else if ((r = cli_take_value(argc, argv, &i, "--mem-bw", &val))) {
+            if (r < 0 || !cli_parse_float("--mem-bw", val, 0.001, 1e6, &o->mem_bw)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "--peak-gmacs", &val))) {
+            if (r < 0 || !cli_parse_float("--peak-gmacs", val, 0.001, 1e9, &o->peak_gmacs)) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            cli_error("bench: unknown option '%s'", a);
+            return 2;
+        } else if (o->n_models == MAX_LIST) {
+            cli_error("bench: more than %d models", MAX_LIST);
+            return 2;
+        } else {
+            o->paths[o->n_models++] = a;
+        }
+    }
+    if (o->n_models == 0) {
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {.pp = {{512}, 1, false}, .tg = {{128}, 1, false}, .threads = {{0}, 1, false},
+                    .ubatch = {{512}, 1, false}, .reps = 5, .warmup = true};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    bool show_ub = o.ubatch.n > 1 || o.ubatch.v[0] != 512;
+    bench_limits limits[MAX_LIST];
+    int n_limits = 0;
+    json_t *all = o.json ? json_array() : NULL;
+    if (!o.json) print_md_header(show_ub);
+    rc = 0;
+    for (int mi = 0; mi < o.n_models && rc == 0; mi++) {
+        mf_model *m = NULL;
+        double t0 = mf_time_s();
+        mf_status st = mf_model_load(o.paths[mi], &m);
+        if (st) {
+            cli_error_status(st, "bench");
+            rc = 1;
+            break;
+        }
+        model_info info;
+        describe_model(m, mf_time_s() - t0, &info);
+        for (int ti = 0; ti < o.threads.n && rc == 0; ti++) {
+            for (int ui = 0; ui < o.ubatch.n && rc == 0; ui++) {
+                /* Every prompt length, then every generation length, as llama-bench orders them. */
+                for (int k = 0; k < o.pp.n + o.tg.n && rc == 0; k++) {
+                    bool is_pp = k < o.pp.n;
+                    long long len = is_pp ? o.pp.v[k] : o.tg.v[k - o.pp.n];
+                    if (len == 0) continue;
+                    bench_result r = {.mi = info, .path = o.paths[mi], .n_threads = (int32_t)o.threads.v[ti],
+                                      .n_ubatch = (int32_t)o.ubatch.v[ui], .n_prompt = is_pp ? (int32_t)len : 0,
+                                      .n_gen = is_pp ? 0 : (int32_t)len};
+                    if (!run_test(m, &o, &r)) {
+                        rc = 1;
+                    } else {
+                        r.lim = *get_limits(&o, r.n_threads, limits, &n_limits);
+                        if (o.json)
+                            json_array_append_new(all, result_json(&r));
+                        else
+                            print_md_row(&r, show_ub);
+                    }
+                    free(r.samples_ns);
+                }
+            }
+        }
+        mf_model_free(m);
+    }
+    if (o.json) {
+        if (rc == 0) {
+            char *s = json_dumps(all, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+            if (s) printf("%s\n", s);
+            free(s);
+        }
+        json_decref(all);
+    } else if (rc == 0) {
+        /* The limits behind the "achieved" column, one line per thread count. */
+        printf("\n");
+        for (int i = 0; i < n_limits; i++) {
+            const bench_limits *l = &limits[i];
+            printf("limits, %d thread%s: memory read %.1f GB/s (%s), int8 %.0f GMAC/s (%s%s%s)\n", l->n_threads,
+                   l->n_threads == 1 ? "" : "s", l->mem_bw, l->bw_src, l->gmacs, l->gmacs_src, *l->isa ? ", " : "",
+                   l->isa);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,169 @@
+"""`minfer bench` on small models: table and JSON fields, list flags, the per-token byte and MAC
+accounting (checked against the GGUF file read by the gguf package), machine-limit sources, errors;
+and tools/mkmodel.py's files loading in both readers. No timing assertions."""
+import json
+import os
+import subprocess
+import sys
+
+import gguf
+import numpy as np
+import pytest
+
+BIN = os.environ.get("MINFER_BIN", "build/minfer")
+FIX = os.environ.get("MINFER_FIXTURES", os.path.join(os.path.dirname(__file__), "../../../shared/fixtures"))
+SRC = os.environ.get("MINFER_SOURCE", os.path.join(os.path.dirname(__file__), "../.."))
+MODEL = os.path.join(FIX, "models", "mini-qwen2.Q4_0.gguf")
+LIMITS = ["--mem-bw", "50", "--peak-gmacs", "800"]  # skip the probes where they are not under test
+
+
+def bench(*args, env=None):
+    e = dict(os.environ)
+    e.pop("MINFER_MEM_BW", None)
+    e.pop("MINFER_PEAK_GMACS", None)
+    e.update(env or {})
+    return subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=120, env=e)
+
+
+def bench_json(*args, env=None):
+    r = bench(*args, "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def table_rows(out):
+    lines = [l for l in out.splitlines() if l.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return head, [dict(zip(head, (c.strip() for c in l.strip("|").split("|")))) for l in lines[2:]]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tied and an untied model from tools/mkmodel.py, small enough to write in a moment."""
+    d = tmp_path_factory.mktemp("bench")
+    paths = {}
+    for tied in (True, False):
+        p = str(d / f"tiny-{'tied' if tied else 'untied'}.gguf")
+        subprocess.run([sys.executable, os.path.join(SRC, "tools", "mkmodel.py"), "--shape", "tiny",
+                        "--tied" if tied else "--no-tied", p], check=True, capture_output=True)
+        paths[tied] = p
+    return paths
+
+
+def test_markdown_table():
+    r = bench(MODEL, "-p", "8", "-n", "4", "-r", "1", "-t", "1", *LIMITS)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert head == ["model", "size", "params", "backend", "threads", "test", "t/s", "achieved", "peak RSS"]
+    assert [row["test"] for row in rows] == ["pp8", "tg4"]
+    for row in rows:
+        assert row["model"].startswith("qwen2 ") and row["model"].endswith("Q4_0"), row
+        assert row["backend"] == "CPU" and row["threads"] == "1"
+        mean, sd = (float(x) for x in row["t/s"].split("±"))
+        assert mean > 0 and sd == 0  # one repetition: no deviation
+        assert row["peak RSS"].endswith("MiB")
+    assert rows[0]["achieved"].endswith("%)") and "GMAC/s" in rows[0]["achieved"]
+    assert "GB/s" in rows[1]["achieved"]
+    assert "limits, 1 thread: memory read 50.0 GB/s (flag), int8 800 GMAC/s (flag)" in r.stdout
+
+
+def test_json_fields_and_statistics():
+    tests = bench_json(MODEL, "-p", "8", "-n", "4", "-r", "3", "-t", "1", *LIMITS)
+    assert [t["test"] for t in tests] == ["pp8", "tg4"]
+    size = os.path.getsize(MODEL)
+    for t in tests:
+        assert t["model_filename"] == MODEL and t["backends"] == "CPU" and t["n_threads"] == 1
+        assert 0 < t["model_size"] < size
+        assert len(t["samples_ns"]) == len(t["samples_ts"]) == 3
+        n_tok = t["n_prompt"] + t["n_gen"]
+        ts = [n_tok * 1e9 / ns for ns in t["samples_ns"]]
+        assert t["samples_ts"] == pytest.approx(ts, rel=1e-4)  # samples_ns are whole nanoseconds
+        assert t["avg_ts"] == pytest.approx(np.mean(ts), rel=1e-4)
+        assert t["stddev_ts"] == pytest.approx(np.std(ts, ddof=1), rel=1e-2, abs=1e-3)
+        assert t["achieved_gbs"] == pytest.approx(t["bytes_per_token"] * t["avg_ts"] / 1e9, rel=1e-6)
+        assert t["achieved_gmacs"] == pytest.approx(t["macs_per_token"] * t["avg_ts"] / 1e9, rel=1e-6)
+        assert t["mem_bw_gbs"] == 50 and t["mem_bw_source"] == "flag"
+        assert t["peak_gmacs"] == 800 and t["peak_gmacs_source"] == "flag"
+        assert t["peak_rss_bytes"] > t["bytes_per_token"] // 2  # the weights were read, so they are resident
+    assert (tests[0]["n_prompt"], tests[0]["n_gen"], tests[1]["n_prompt"], tests[1]["n_gen"]) == (8, 0, 0, 4)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_bytes_and_macs_per_token(tiny, tied):
+    """Decode reads every weight except the embedding table (one row), unless the table is also the
+    output projection; MACs are those of the 2-D weights among them."""
+    path = tiny[tied]
+    t = bench_json(path, "-p", "0", "-n", "2", "-r", "1", "-t", "1", *LIMITS)[0]
+    rd = gguf.GGUFReader(path)
+    total = sum(int(x.n_bytes) for x in rd.tensors)
+    emb = next(x for x in rd.tensors if x.name == "token_embd.weight")
+    assert ("output.weight" in [x.name for x in rd.tensors]) == (not tied)
+    counted = [x for x in rd.tensors if tied or x.name != "token_embd.weight"]
+    assert t["model_size"] == total
+    assert t["model_n_params"] == sum(int(x.n_elements) for x in rd.tensors)
+    assert t["bytes_per_token"] == (total if tied else total - int(emb.n_bytes))
+    assert t["macs_per_token"] == sum(int(x.n_elements) for x in counted if len(x.shape) == 2)
+    assert t["model_type"] == "qwen2 0.2M F16"
+
+
+def test_lists_and_repeated_flags(tiny):
+    a = bench_json("-m", f"{MODEL},{tiny[True]}", "-p", "4,8", "-n", "2", "-t", "1,2", "-r", "1", *LIMITS)
+    b = bench_json(MODEL, tiny[True], "-p", "4", "-p", "8", "-n", "2", "-t", "1", "-t", "2", "-r", "1", *LIMITS)
+    key = lambda t: (t["model_filename"], t["n_threads"], t["test"])
+    want = [(m, th, te) for m in (MODEL, tiny[True]) for th in (1, 2) for te in ("pp4", "pp8", "tg2")]
+    assert [key(t) for t in a] == want
+    assert [key(t) for t in b] == want
+
+
+def test_ubatch_column_and_zero_lengths():
+    r = bench(MODEL, "-p", "16", "-n", "0", "-ub", "4,16", "-r", "1", "-t", "1", *LIMITS)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert "n_ubatch" in head
+    assert [(row["n_ubatch"], row["test"]) for row in rows] == [("4", "pp16"), ("16", "pp16")]
+
+
+def test_limits_from_env_and_probe():
+    t = bench_json(MODEL, "-p", "0", "-n", "1", "-r", "1", "-t", "1", "--peak-gmacs", "800",
+                   env={"MINFER_MEM_BW": "12.5"})[0]
+    assert t["mem_bw_gbs"] == 12.5 and t["mem_bw_source"] == "env"
+    # The probes (a child process each time, so they do not count in the benchmark's RSS).
+    t = bench_json(MODEL, "-p", "0", "-n", "1", "-r", "1", "-t", "1")[0]
+    assert t["mem_bw_source"] == "probe" and t["mem_bw_gbs"] > 0.1
+    assert t["peak_gmacs_source"] == "probe"
+    if t["peak_gmacs_isa"] != "none":
+        assert t["peak_gmacs"] > 0.1
+    assert t["peak_rss_bytes"] < 200 * 2**20
+
+
+def test_errors():
+    r = bench()
+    assert r.returncode == 2 and "usage: minfer bench" in r.stderr
+    r = bench(MODEL, "-p", "x")
+    assert r.returncode == 2 and r.stderr.startswith("minfer:") and "-p" in r.stderr
+    r = bench(MODEL, "-o", "csv")
+    assert r.returncode == 2 and "csv" in r.stderr
+    r = bench(MODEL, "--frobnicate")
+    assert r.returncode == 2 and "--frobnicate" in r.stderr
+    r = bench("/nonexistent/model.gguf", *LIMITS)
+    assert r.returncode == 1 and "/nonexistent/model.gguf" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_mkmodel_files_read_back(tiny):
+    """Both GGUF readers accept the synthetic files; the shape and vocabulary are what was asked for."""
+    rd = gguf.GGUFReader(tiny[False])
+    f = {k: v.contents() for k, v in rd.fields.items() if not k.startswith("tokenizer.ggml.")}
+    assert f["general.architecture"] == "qwen2" and f["qwen2.embedding_length"] == 64
+    assert f["qwen2.block_count"] == 2 and f["qwen2.attention.head_count_kv"] == 2
+    toks = rd.fields["tokenizer.ggml.tokens"].contents()
+    merges = rd.fields["tokenizer.ggml.merges"].contents()
+    assert len(toks) == 1024 and len(set(toks)) == 1024
+    assert len(merges) == 1024 - 256 - 3
+    for m in merges[:50] + merges[-50:]:  # each merge joins two existing tokens into a token
+        a, b = m.split(" ")
+        assert a in toks and b in toks and a + b in toks
+    out = next(x for x in rd.tensors if x.name == "output.weight")
+    assert list(out.shape) == [64, 1024] and out.tensor_type == gguf.GGMLQuantizationType.F16
+    r = subprocess.run([BIN, "tokenize", tiny[False], "hello"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

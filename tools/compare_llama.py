@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""compare_llama.py: minfer against llama.cpp on the same synthetic model files, in one run.
+
+Makes benchmark models of real shapes on its own (tools/mkmodel.py writes an F16 file with random
+weights, `minfer quantize` makes each type; both are cached by shape and type in --models-dir), then
+runs `minfer bench` and, when given a llama-bench binary, llama-bench on the same files with the same
+settings. The two programs take turns (--rounds rounds, each program -r repetitions per round, the
+order flipping every round), so load on a shared machine falls on both. Prints one table with
+tokens/s of both, the ratio minfer / llama.cpp, and each program's peak resident memory (from wait4)
+for the same model and context.
+
+  compare_llama.py --minfer build/minfer [--llama-bench PATH] --shape qwen2-0.5b --types Q4_0,Q8_0,Q4_K_M
+                   [-p 512] [-n 128] [-t 2] [-r 2] [--rounds 2] [--models-dir DIR] [--out FILE.md]
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_avg():
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def make_model(args, shape, qtype):
+    """Path of the cached <shape>-<qtype>.gguf, making the F16 base and the quantized file if absent."""
+    os.makedirs(args.models_dir, exist_ok=True)
+    base = os.path.join(args.models_dir, f"{shape}-F16.gguf")
+    out = os.path.join(args.models_dir, f"{shape}-{qtype}.gguf")
+    if os.path.exists(out):
+        return out
+    if not os.path.exists(base):
+        log(f"writing {base}")
+        subprocess.run([sys.executable, os.path.join(HERE, "mkmodel.py"), "--shape", shape, "--ftype", "f16", base],
+                       check=True)
+    if qtype.upper() == "F16":
+        return base
+    log(f"quantizing {base} -> {out}")
+    subprocess.run([args.minfer, "quantize", "-t", str(args.quant_threads), base, out, qtype], check=True)
+    return out
+
+
+def run_with_rss(cmd):
+    """Run cmd with its own wait4, so its peak RSS is its own (not the maximum over all children)."""
+    t0 = time.time()
+    out_path = f"/tmp/compare_llama.{os.getpid()}.out"
+    err_path = out_path + ".err"
+    with open(out_path, "wb") as fo, open(err_path, "wb") as fe:
+        pid = os.posix_spawn(cmd[0], cmd, os.environ, file_actions=[
+            (os.POSIX_SPAWN_DUP2, fo.fileno(), 1), (os.POSIX_SPAWN_DUP2, fe.fileno(), 2)])
+        _, status, ru = os.wait4(pid, 0)
+    out = open(out_path, "rb").read().decode(errors="replace")
+    err = open(err_path, "rb").read().decode(errors="replace")
+    os.unlink(out_path)
+    os.unlink(err_path)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{err[-2000:]}")
+    return out, ru.ru_maxrss * 1024, time.time() - t0
+
+
+def parse_bench_json(text):
+    """Both programs print a JSON array of tests; llama-bench may print log lines before it."""
+    start = text.find("[")
+    if start < 0:
+        raise RuntimeError(f"no JSON in output:\n{text[-2000:]}")
+    return json.loads(text[start:])
+
+
+def test_name(t):
+    return f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+
+
+def stats(samples):
+    n = len(samples)
+    mean = sum(samples) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in samples) / (n - 1)) if n > 1 else 0.0
+    return mean, sd
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minfer", required=True, help="the minfer binary")
+    ap.add_argument("--llama-bench", help="a llama-bench binary (omit to measure minfer only)")
+    ap.add_argument("--shape", action="append", help="tools/mkmodel.py shape (repeatable; default qwen2-0.5b)")
+    ap.add_argument("--types", default="Q4_0,Q8_0,Q4_K_M", help="comma-separated minfer quantize types")
+    ap.add_argument("--model", action="append", default=[], help="an existing GGUF file to add (repeatable)")
+    ap.add_argument("-p", default="512", help="prompt lengths, comma-separated")
+    ap.add_argument("-n", default="128", help="generation lengths, comma-separated")
+    ap.add_argument("-t", default="2", help="threads")
+    ap.add_argument("-r", type=int, default=2, help="repetitions per program per round")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating runs")
+    ap.add_argument("--models-dir", default=os.environ.get("MINFER_BENCH_MODELS", "/work/bench-models"))
+    ap.add_argument("--quant-threads", type=int, default=2)
+    ap.add_argument("--mem-bw", type=float, help="passed to minfer bench (GB/s)")
+    ap.add_argument("--peak-gmacs", type=float, help="passed to minfer bench (GMAC/s)")
+    ap.add_argument("--out", help="also write the markdown table here")
+    ap.add_argument("--json", help="write every sample of both programs here")
+    args = ap.parse_args()
+    args.minfer = os.path.abspath(args.minfer)
+
+    models = list(args.model)
+    for shape in args.shape or ([] if args.model else ["qwen2-0.5b"]):
+        for qt in filter(None, (x.strip() for x in args.types.split(","))):
+            models.append(make_model(args, shape, qt))
+
+    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)]
+    mf_cmd = [args.minfer, "bench", *common, "--json"]
+    if args.mem_bw:
+        mf_cmd += ["--mem-bw", str(args.mem_bw)]
+    if args.peak_gmacs:
+        mf_cmd += ["--peak-gmacs", str(args.peak_gmacs)]
+    ll_cmd = [os.path.abspath(args.llama_bench), *common, "-o", "json"] if args.llama_bench else None
+
+    loads = [load_avg()]
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    # results[model][program] = {"tests": {name: {"samples": [...], "row": last json row}}, "rss": max}
+    results = {}
+    for path in models:
+        res = results[path] = {}
+        for rnd in range(args.rounds):
+            progs = [("minfer", mf_cmd)] + ([("llama.cpp", ll_cmd)] if ll_cmd else [])
+            if rnd % 2:
+                progs.reverse()
+            for name, cmd in progs:
+                full = cmd[:2] + ["-m", path] + cmd[2:] if name == "minfer" else cmd[:1] + ["-m", path] + cmd[1:]
+                log(f"[{os.path.basename(path)} round {rnd + 1}/{args.rounds}] {name} (load {load_avg()})")
+                out, rss, secs = run_with_rss(full)
+                loads.append(load_avg())
+                r = res.setdefault(name, {"tests": {}, "rss": 0, "seconds": 0.0})
+                r["rss"] = max(r["rss"], rss)
+                r["seconds"] += secs
+                for t in parse_bench_json(out):
+                    e = r["tests"].setdefault(test_name(t), {"samples": [], "row": t})
+                    e["samples"] += t["samples_ts"]
+                    e["row"] = t
+
+    lines = [f"minfer vs llama.cpp, {started}; threads {args.t}; {args.rounds} rounds x {args.r} repetitions per "
+             f"program, alternating; 1-minute load average during the run: {min(loads)}..{max(loads)} "
+             f"({os.cpu_count()} CPUs)", ""]
+    hdr = "| model | test | minfer t/s | llama.cpp t/s | ratio | minfer achieved | minfer peak RSS | llama.cpp peak RSS |"
+    lines += [hdr, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for path, res in results.items():
+        mf = res.get("minfer", {"tests": {}})
+        ll = res.get("llama.cpp", {"tests": {}})
+        for tname, e in mf["tests"].items():
+            m_mean, m_sd = stats(e["samples"])
+            row = e["row"]
+            ach = (f"{row['achieved_gmacs']:.0f} GMAC/s" if row["n_prompt"] else f"{row['achieved_gbs']:.1f} GB/s")
+            if tname in ll["tests"]:
+                l_mean, l_sd = stats(ll["tests"][tname]["samples"])
+                lcol, ratio = f"{l_mean:.2f} ± {l_sd:.2f}", f"{m_mean / l_mean:.2f}x"
+                lrss = f"{ll['rss'] / 2**20:.0f} MiB"
+            else:
+                lcol, ratio, lrss = "-", "-", "-"
+            lines.append(f"| {os.path.basename(path)} | {tname} | {m_mean:.2f} ± {m_sd:.2f} | {lcol} | {ratio} | {ach} | "
+                         f"{mf['rss'] / 2**20:.0f} MiB | {lrss} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"started": started, "loads": loads, "minfer_cmd": mf_cmd, "llama_cmd": ll_cmd,
+                       "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
