@@ -540,7 +540,30 @@ static void test_exp(void) {
     CHECKF(worst < 3e-7, "mf_exp_neg relative error %g", worst);
     printf("mf_exp_neg: worst relative error %.3g on [-87, 0]\n", worst);
     CHECK(mf_exp_neg(0.0f) == 1.0f);
-    CHECK(mf_exp_neg(-INFINITY) == 0.0f && mf_exp_neg(-100.0f) == 0.0f);
+    CHECK(mf_exp_neg(-INFINITY) == 0.0f && mf_exp_neg(-100.0f) == 0.0f && mf_exp_neg(NAN) == 0.0f);
+    CHECK(mf_exp_neg(INFINITY) == 1.0f);
+}
+
+/* Logits that are or become +inf (a tiny temperature) give the limit distribution, not NaN. */
+static void test_overflow(void) {
+    float l[4] = {0, INFINITY, 1, INFINITY};
+    mf_sampler_params p = one_stage(MF_STAGE_TEMPERATURE);
+    p.temp = 1.0f;
+    mf_sampler *s = make(&p, 4);
+    expect(s, l, (int32_t[]){0, 1, 2, 3}, (double[]){0, 1, 0, 1}, 4, "+inf logits");
+    int32_t t;
+    CHECK(mf_sampler_sample(s, l, &t) == MF_OK && (t == 1 || t == 3));
+    mf_sampler_free(s);
+    float big[3] = {1e30f, 0, -1e30f};
+    p.temp = 1e-10f; /* 1e30 / 1e-10 overflows */
+    s = make(&p, 3);
+    CHECK(mf_sampler_sample(s, big, &t) == MF_OK && t == 0);
+    mf_sampler_free(s);
+    p = mf_sampler_default_params();
+    p.seed = 1, p.temp = 1e-10f;
+    s = make(&p, 3);
+    CHECK(mf_sampler_sample(s, big, &t) == MF_OK && t == 0);
+    mf_sampler_free(s);
 }
 
 static void test_params(void) {
@@ -605,5 +628,6 @@ int main(void) {
     test_seed();
     test_params();
     test_exp();
+    test_overflow();
     return test_summary("test_sample");
 }

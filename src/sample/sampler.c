@@ -365,6 +365,12 @@ static mf_status draw_dense(mf_sampler *s, int32_t *token) {
     float mx = -INFINITY;
     for (int32_t i = 0; i < s->n_vocab; i++) mx = s->wl[i] > mx ? s->wl[i] : mx;
     if (mx == -INFINITY) return no_candidates();
+    if (mx == INFINITY) { /* overflowed logits: the candidate path handles the limit */
+        mf_sampler_materialize(s);
+        mf_sampler_softmax(s);
+        *token = s->cand[draw_sparse(s)].id;
+        return MF_OK;
+    }
     /* The logits are not needed after the draw: keep the exponentials in their place. */
     double total = mf_sampler_exp_dense(s->wl, (size_t)s->n_vocab, mx);
     double target = mf_rng_uniform(&s->rng) * total, cum = 0.0;

@@ -92,10 +92,11 @@ struct mf_sampler {
 
 /* e^x for x <= 0, the arguments of every softmax here (logit - max): Cody-Waite reduction
  * x = n ln2 + r, |r| <= ln2/2, and a degree-7 polynomial for e^r (Cephes' coefficients), relative
- * error below 2e-7; exactly 0 below -87 (and for -inf). Branch-free and call-free, so loops over
+ * error below 2e-7; exactly 0 below -87 (and for -inf and NaN), 1 above 0. Branch-free and call-free, so loops over
  * it vectorize, unlike libm's expf; the result does not depend on the platform's libm. */
 MF_VECTOR_MATH static inline float mf_exp_neg(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
+    float xc = x >= -87.0f ? x : -87.0f; /* NaN too */
+    xc = xc > 0.0f ? 0.0f : xc;
     int32_t n = (int32_t)(xc * 1.44269504088896341f - 0.5f); /* round to nearest, xc <= 0 */
     float fn = (float)n;
     float r = xc - fn * 0.693359375f - fn * -2.12194440e-4f;
@@ -110,7 +111,7 @@ MF_VECTOR_MATH static inline float mf_exp_neg(float x) {
         int32_t i;
         float f;
     } scale = {.i = (n + 127) << 23};
-    return x < -87.0f ? 0.0f : p * scale.f;
+    return x >= -87.0f ? p * scale.f : 0.0f;
 }
 
 /* sampler_stages.c */

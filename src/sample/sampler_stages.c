@@ -99,6 +99,12 @@ void mf_sampler_softmax(mf_sampler *s) {
     float mx = s->cand[0].logit;
     if (!s->sorted)
         for (size_t i = 1; i < n; i++) mx = s->cand[i].logit > mx ? s->cand[i].logit : mx;
+    if (mx == INFINITY) { /* overflowed logits (a tiny temperature): the limit, uniform over the +inf */
+        size_t c = 0;
+        for (size_t i = 0; i < n; i++) c += s->cand[i].logit == INFINITY;
+        for (size_t i = 0; i < n; i++) s->cand[i].p = s->cand[i].logit == INFINITY ? 1.0f / (float)c : 0.0f;
+        return;
+    }
     exp_cand(s->cand, n, mx);
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) sum += s->cand[i].p;
