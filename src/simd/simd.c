@@ -7,6 +7,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -20,19 +23,36 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[MF_SIMD_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
+#if defined(__x86_64__)
+/* XCR0: which register states the OS saves on context switch (bits 1-2: xmm/ymm, 5-7: AVX-512). */
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+#endif
+
+/* CPUID leaves 1 and 7 plus the OS-enabled register state: the same test on every compiler (the
+ * __builtin_cpu_supports names vary between GCC and Clang versions). */
 static void detect(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    features.avx2 = __builtin_cpu_supports("avx2");
-    features.fma = __builtin_cpu_supports("fma");
-    features.f16c = __builtin_cpu_supports("f16c");
-    features.bmi2 = __builtin_cpu_supports("bmi2");
-    features.avx512f = __builtin_cpu_supports("avx512f");
-    features.avx512bw = __builtin_cpu_supports("avx512bw");
-    features.avx512dq = __builtin_cpu_supports("avx512dq");
-    features.avx512vl = __builtin_cpu_supports("avx512vl");
-    features.avx512vnni = __builtin_cpu_supports("avx512vnni");
-    features.avxvnni = __builtin_cpu_supports("avxvnni");
+#if defined(__x86_64__)
+    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) c = 0;
+    const bool osxsave = c & (1u << 27);
+    const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+    const bool ymm = (c & (1u << 28)) && (xcr0 & 0x6) == 0x6, zmm = ymm && (xcr0 & 0xe0) == 0xe0;
+    features.fma = ymm && (c & (1u << 12));
+    features.f16c = ymm && (c & (1u << 29));
+    unsigned x, y;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d) && a >= 1) __get_cpuid_count(7, 1, &a71, &x, &y, &d);
+    features.avx2 = ymm && (b7 & (1u << 5));
+    features.bmi2 = b7 & (1u << 8);
+    features.avx512f = zmm && (b7 & (1u << 16));
+    features.avx512dq = zmm && (b7 & (1u << 17));
+    features.avx512bw = zmm && (b7 & (1u << 30));
+    features.avx512vl = zmm && (b7 & (1u << 31));
+    features.avx512vnni = zmm && (c7 & (1u << 11));
+    features.avxvnni = ymm && (a71 & (1u << 4));
     /* The kernel files are compiled with exactly these extensions (see CMakeLists.txt), so the
      * compiler may use any of them anywhere in those files. */
     supported[MF_SIMD_AVX2] = features.avx2 && features.fma && features.f16c && features.bmi2;
