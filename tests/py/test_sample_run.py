@@ -29,8 +29,8 @@ def has_run():
 pytestmark = pytest.mark.skipif(not has_run(), reason="minfer run with the sampling flags does not exist yet")
 
 # Random weights give a flat distribution: a high temperature and no truncation make different
-# seeds diverge within a few tokens.
-SAMPLING = ["--temp", "1.5", "--top-k", "0", "--top-p", "1.0", "--min-p", "0", "-n", "24"]
+# seeds diverge within a few tokens. --ignore-eos keeps the random model from ending early.
+SAMPLING = ["--temp", "1.5", "--top-k", "0", "--top-p", "1.0", "--min-p", "0", "-n", "24", "--ignore-eos"]
 
 
 def test_same_seed_same_text():
@@ -40,6 +40,25 @@ def test_same_seed_same_text():
     assert b.returncode == 0, b.stderr
     assert a.stdout == b.stdout
     assert len(a.stdout) > len(PROMPT)
+
+
+def test_every_stage_reproduces():
+    # Penalties, DRY (with the real token texts for its breakers), typical, XTC, min-p and a logit
+    # bias by text all in one chain: still the same text from the same seed.
+    flags = ["--seed", "99", "--temp", "1.2", "--repeat-penalty", "1.3", "--frequency-penalty", "0.2",
+             "--presence-penalty", "0.1", "--dry-multiplier", "0.8", "--typical", "0.95",
+             "--xtc-probability", "0.5", "--xtc-threshold", "0.05", "-l", "the+1", "-n", "24", "--ignore-eos"]
+    a = run(*flags)
+    b = run(*flags)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    assert b"dry(" in a.stderr and b"xtc(" in a.stderr  # the chain line names the stages in use
+
+
+def test_stop_reasons_reported():
+    r = run("--temp", "0", "-n", "3", "--ignore-eos")
+    assert r.returncode == 0, r.stderr
+    assert b"length" in r.stderr
 
 
 def test_other_seed_other_text():
@@ -57,7 +76,7 @@ def test_random_seed_is_printed_and_reproduces():
 
 
 def test_stop_string_cuts_output():
-    full = run("--temp", "0", "-n", "24")
+    full = run("--temp", "0", "-n", "24", "--ignore-eos")
     assert full.returncode == 0, full.stderr
     out = full.stdout
     # A stop string from the latter part of the greedy output that is not in the prompt.
@@ -71,11 +90,12 @@ def test_stop_string_cuts_output():
             break
     else:
         pytest.skip("no usable stop string in the greedy output")
-    cut = run("--temp", "0", "-n", "24", "--stop", stop_text)
+    cut = run("--temp", "0", "-n", "24", "--ignore-eos", "--stop", stop_text)
     assert cut.returncode == 0, cut.stderr
     first = out.find(stop)
     assert cut.stdout.rstrip(b"\n") == out[:first].rstrip(b"\n")
     assert stop not in cut.stdout
+    assert b"stop string" in cut.stderr
 
 
 @pytest.mark.parametrize("flag,value", [("--top-p", "2"), ("--mirostat", "5"), ("--samplers", "top_k;warp"),
