@@ -1,6 +1,6 @@
 /* sampler.h: the token sampler: a chain of stages with llama.cpp's names, semantics and defaults
  * (logit bias, repetition/frequency/presence penalties, DRY, top-n-sigma, top-k, locally typical,
- * top-p, min-p, XTC, temperature, Mirostat v1/v2) followed by a seeded draw.
+ * top-p, min-p, XTC, temperature or dynamic temperature, Mirostat v1/v2) followed by a seeded draw.
  *
  * One mf_sampler belongs to one sequence (one request of the server, one `minfer run`): it holds the
  * token history the penalties and DRY look at, Mirostat's running target and the random generator.
@@ -14,6 +14,15 @@
  *   for each prompt token t: mf_sampler_accept(s, t);      // penalties and DRY see the prompt tail
  *   loop: mf_sampler_sample(s, logits, &tok); mf_sampler_accept(s, tok); ...
  *   mf_sampler_free(s);
+ *
+ * Where minfer differs from llama.cpp, on purpose: the random stream is xoshiro256** (rng.h), so a
+ * seed reproduces minfer's tokens everywhere but not llama.cpp's; ties are broken by the lower token
+ * id, so results never depend on sort stability; tokens whose logit is -inf leave the candidate set
+ * (llama.cpp keeps them with p = 0); a DRY breaker that spans tokens is matched on the tokens' text
+ * (llama.cpp matches one tokenization of it); min_p above 1 is rejected. The stages never sort the
+ * whole vocabulary when a truncation stage has run first (heap or quickselect, a histogram for
+ * top-p), and the softmax uses its own exponential (no libm expf). llama.cpp's own sampler test
+ * vectors pass (tests/test_sample_reference.c).
  */
 #ifndef MF_SAMPLER_H
 #define MF_SAMPLER_H
