@@ -25,6 +25,9 @@ bool mf_cpu_type_supported(mf_type t);
 
 /* ---- kernels (the backend calls these; tests too) ---- */
 
+/* Build the kernels' lookup tables (idempotent, thread-safe; the kernels call it themselves). */
+void mf_cpu_init_tables(void);
+
 /* Scratch for mf_cpu_matmul: the activations quantized to the weight's vec_dot_type. */
 size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt);
 /* y[t][o] = sum_k W[o][k] x[t][k] (+ b[o]) for t < nt, o < N. x {K, nt}, y {N, nt}. Activations are

@@ -5,6 +5,7 @@
 #include "simd/simd.h"
 
 #include <math.h>
+#include <pthread.h>
 
 /* ---- matmul ---- */
 
@@ -71,6 +72,7 @@ typedef struct {
     size_t act_row;
     mf_quantize_fn quant;
     mf_vec_dot_fn dot;
+    mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -85,6 +87,22 @@ static void mm_dot(void *arg, int ith, int nth) {
     int64_t K = m->w->ne[0], N = m->w->ne[1], o0, o1;
     mf_pool_range(N, ith, nth, &o0, &o1);
     const float *bias = m->b ? m->b->data : NULL;
+    if (m->gemm && m->nt > 1) {
+        /* Tiles of 16 weight rows x 64 tokens: each weight block is loaded once per token group. */
+        for (int64_t ob = o0; ob < o1; ob += 16) {
+            int nr = (int)MF_MIN(16, o1 - ob);
+            const uint8_t *wr = (const uint8_t *)m->w->data + (size_t)ob * m->w->row_bytes;
+            for (int64_t t0 = 0; t0 < m->nt; t0 += 64) {
+                int nc = (int)MF_MIN(64, m->nt - t0);
+                m->gemm(K, nr, nc, wr, m->w->row_bytes, m->act + (size_t)t0 * m->act_row, m->act_row, m->y + t0 * N + ob,
+                        (size_t)N);
+            }
+        }
+        if (bias)
+            for (int64_t t = 0; t < m->nt; t++)
+                for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
+        return;
+    }
     /* Blocks of 8 weight rows stay in cache while every token passes over them. */
     for (int64_t ob = o0; ob < o1; ob += 8) {
         int64_t oe = MF_MIN(ob + 8, o1);
@@ -105,6 +123,7 @@ void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const 
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
+    if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
     if (m.quant) {
         m.act = work;
         m.act_row = mf_row_size(act, w->ne[0]);
@@ -209,6 +228,29 @@ void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const flo
     }
 }
 
+/* q.k with 8 independent partial sums (the compiler keeps them in one vector register), summed
+ * pairwise at the end; head_dim is even, any tail is summed in order. */
+static float dot_lanes(const float *x, const float *y, int64_t n) {
+    float acc[8] = {0};
+    int64_t n8 = n & ~(int64_t)7;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * y[i + l];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (int64_t i = n8; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+/* Every half value as a float (256 KiB): the F16 cache is read once per (query, head, cell), so a
+ * table load beats converting bits each time. Filled once, before the first backend exists. */
+static float fp16_table[1 << 16];
+static pthread_once_t fp16_once = PTHREAD_ONCE_INIT;
+
+static void fill_fp16_table(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++) fp16_table[i] = mf_fp16_to_f32((mf_fp16)i);
+}
+
+void mf_cpu_init_tables(void) { pthread_once(&fp16_once, fill_fp16_table); }
+
 /* K/V head row of a cell as floats: F32 rows are used in place, F16 rows converted into buf. */
 static const float *kv_head_row(const mf_kv_cache *kv, const uint8_t *region, int32_t cell, int32_t kvh,
                                 float *buf) {
@@ -216,12 +258,13 @@ static const float *kv_head_row(const mf_kv_cache *kv, const uint8_t *region, in
     int64_t hd = kv->head_dim;
     if (kv->type == MF_TYPE_F32) return (const float *)(region + off) + (size_t)kvh * hd;
     const mf_fp16 *h = (const mf_fp16 *)(region + off) + (size_t)kvh * hd;
-    for (int64_t d = 0; d < hd; d++) buf[d] = mf_fp16_to_f32(h[d]);
+    for (int64_t d = 0; d < hd; d++) buf[d] = fp16_table[h[d]];
     return buf;
 }
 
 void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                       const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+    mf_cpu_init_tables();
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
     const int32_t nc = kv->n_active;
@@ -241,10 +284,8 @@ void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const flo
                     continue;
                 }
                 const float *kr = kv_head_row(kv, K, c, kvh, buf);
-                float s = 0.0f;
-                for (int64_t d = 0; d < hd; d++) s += qh[d] * kr[d];
-                scores[c] = s * ap->scale;
-                mx = fmaxf(mx, scores[c]);
+                scores[c] = dot_lanes(qh, kr, hd) * ap->scale;
+                if (scores[c] > mx) mx = scores[c];
             }
             if (mx == -INFINITY) continue; /* nothing visible (cannot happen for a stored token) */
             double sum = 0.0;
