@@ -428,7 +428,8 @@ void mf_stage_xtc(mf_sampler *s) {
     s->n_cand = n - drop;
 }
 
-/* temp > 0 divides the logits; temp <= 0 keeps only the first maximum (greedy). */
+/* temp > 0 divides the logits; temp <= 0 keeps only the most likely token (greedy; on a tie the
+ * lowest id). */
 void mf_stage_temperature(mf_sampler *s, float temp) {
     if (temp > 0.0f) {
         if (temp == 1.0f) return;
@@ -450,10 +451,10 @@ void mf_stage_temperature(mf_sampler *s, float temp) {
         return;
     }
     if (s->n_cand == 0) return;
-    size_t best = 0;
+    size_t best = 0; /* the highest logit, the lowest id among equals: independent of the order */
     if (!s->sorted)
         for (size_t i = 1; i < s->n_cand; i++)
-            if (s->cand[i].logit > s->cand[best].logit) best = i;
+            if (better(&s->cand[i], &s->cand[best])) best = i;
     s->cand[0] = s->cand[best];
     s->n_cand = 1;
     s->sorted = true;
