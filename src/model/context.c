@@ -222,8 +222,8 @@ mf_status mf_context_decode(mf_context *c, const mf_batch *b) {
     for (int32_t i = 0; i < n; i++) {
         if (b->tokens[i] < 0 || b->tokens[i] >= V)
             return mf_fail(MF_ERR_ARG, "token %d at batch index %d: ids must be in [0, %d)", b->tokens[i], i, V);
-        if (b->seq && b->seq[i] < 0) return mf_fail(MF_ERR_ARG, "sequence id %d at batch index %d", b->seq[i], i);
-        if (b->pos && b->pos[i] < 0) return mf_fail(MF_ERR_ARG, "position %d at batch index %d", b->pos[i], i);
+        if (b->seq && b->seq[i] < 0) return mf_fail(MF_ERR_ARG, "sequence id %d at batch index %d: must be >= 0", b->seq[i], i);
+        if (b->pos && b->pos[i] < 0) return mf_fail(MF_ERR_ARG, "position %d at batch index %d: must be >= 0", b->pos[i], i);
         n_out += b->logits ? b->logits[i] != 0 : i == n - 1;
     }
     if ((size_t)n_out > c->logits_cap) {
