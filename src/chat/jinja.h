@@ -49,6 +49,7 @@ typedef struct jmacro jmacro;
 typedef struct jmethod jmethod;
 
 #define JV_TUPLE 1u /* flag on JV_LIST: printed as (a, b) */
+#define JV_GEN 2u   /* flag on JV_LIST: the lazy result of select/map/...: always true, no len() */
 
 typedef struct jv {
     uint8_t type;

@@ -193,6 +193,7 @@ jv jinja_getitem(jctx *c, jv obj, jv key) {
         break;
     }
     case JV_LIST:
+        if (obj.flags & JV_GEN) return undef_from(obj, "index", UNDEF_ELEM);
         if (as_index(key, &i)) {
             int64_t n = (int64_t)obj.l->n;
             if (i < 0) i += n;
@@ -225,7 +226,9 @@ static jv do_slice(jctx *c, jv obj, jv a, jv b, jv st) {
     if (st.type != JV_NONE && st.type != JV_UNDEF && !as_index(st, &step)) jinja_error(c, MF_ERR_FORMAT, "slice step must be an integer");
     if (step == 0) jinja_error(c, MF_ERR_FORMAT, "slice step cannot be zero");
     bool is_str = obj.type == JV_STR;
-    if (!is_str && obj.type != JV_LIST) jinja_error(c, MF_ERR_FORMAT, "'%s' object is not subscriptable", jv_type_name(obj));
+    /* Jinja compiles slices to plain Python subscription: non-sequences raise (plain indexes do not) */
+    if (!is_str && (obj.type != JV_LIST || (obj.flags & JV_GEN)))
+        jinja_error(c, MF_ERR_FORMAT, obj.type == JV_DICT ? "unhashable type: 'slice'" : "'%s' object is not subscriptable", jv_type_name(obj));
     int64_t n = is_str ? (int64_t)ju_len(obj.s.p, obj.s.n) : (int64_t)obj.l->n;
     bool has_a = a.type != JV_NONE && a.type != JV_UNDEF, has_b = b.type != JV_NONE && b.type != JV_UNDEF;
     if ((has_a && !as_index(a, &start)) || (has_b && !as_index(b, &stop))) jinja_error(c, MF_ERR_FORMAT, "slice indices must be integers or None");
@@ -344,8 +347,11 @@ static jv binop(jctx *c, jop op, jv a, jv b) {
         case JOP_MOD:
             if (fl ? fy == 0 : y == 0) jinja_error(c, MF_ERR_FORMAT, "integer division or modulo by zero");
             if (fl) {
+                /* Python: the remainder takes the divisor's sign, a zero one too (3.0 % -3 is -0.0) */
                 double m = fmod(fx, fy);
-                if (m != 0 && ((m < 0) != (fy < 0))) m += fy;
+                if (m != 0) {
+                    if ((m < 0) != (fy < 0)) m += fy;
+                } else m = copysign(0.0, fy);
                 return op == JOP_MOD ? jv_float(m) : jv_float(floor(fx / fy));
             }
             if (x == INT64_MIN && y == -1) break;
@@ -376,7 +382,7 @@ static jv binop(jctx *c, jop op, jv a, jv b) {
         jbuf_put(&r, b.s.p, b.s.n);
         return jbuf_value(&r);
     }
-    if (op == JOP_ADD && a.type == JV_LIST && b.type == JV_LIST && (a.flags & JV_TUPLE) == (b.flags & JV_TUPLE)) {
+    if (op == JOP_ADD && a.type == JV_LIST && b.type == JV_LIST && a.flags == b.flags && !(a.flags & JV_GEN)) {
         jv r = jv_list_new(c, a.l->n + b.l->n);
         r.flags = a.flags;
         for (size_t i = 0; i < a.l->n; i++) jv_list_push(c, r, a.l->v[i]);
@@ -402,7 +408,10 @@ static bool contains(jctx *c, jv container, jv item) {
         for (size_t i = 0; i < container.l->n; i++)
             if (jv_equal(container.l->v[i], item)) return true;
         return false;
-    case JV_DICT: case JV_NS: return jv_dict_get(container.d, item) != NULL;
+    case JV_DICT: case JV_NS:
+        if ((item.type == JV_LIST && !(item.flags & JV_TUPLE)) || item.type == JV_DICT)
+            jinja_error(c, MF_ERR_FORMAT, "unhashable type: '%s'", jv_type_name(item));
+        return jv_dict_get(container.d, item) != NULL;
     default: jinja_error(c, MF_ERR_FORMAT, "argument of type '%s' is not iterable", jv_type_name(container));
     }
 }

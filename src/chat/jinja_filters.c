@@ -127,10 +127,13 @@ static jv f_length(FARGS) {
     switch (v.type) {
     case JV_UNDEF: return jv_int(0);
     case JV_STR: return jv_int((int64_t)ju_len(v.s.p, v.s.n));
-    case JV_LIST: return jv_int((int64_t)v.l->n);
+    case JV_LIST:
+        if (v.flags & JV_GEN) break;
+        return jv_int((int64_t)v.l->n);
     case JV_DICT: case JV_NS: return jv_int((int64_t)v.d->n);
-    default: jinja_error(c, MF_ERR_FORMAT, "object of type '%s' has no len()", jv_type_name(v));
+    default: break;
     }
+    jinja_error(c, MF_ERR_FORMAT, "object of type '%s' has no len()", jv_type_name(v));
 }
 
 static jv f_list(FARGS) {
@@ -142,9 +145,12 @@ static jv f_list(FARGS) {
 
 static jv f_items(FARGS) {
     UNUSED_ARGS;
-    if (v.type == JV_UNDEF) return jv_list_new(c, 0);
-    if (v.type != JV_DICT && v.type != JV_NS) jinja_error(c, MF_ERR_FORMAT, "Can only get item pairs from a mapping (items of a '%s').", jv_type_name(v));
-    return jinja_call_method(c, v, "items", NULL, 0, NULL, NULL, 0);
+    jv r = jv_list_new(c, 0);
+    if (v.type != JV_UNDEF && v.type != JV_DICT && v.type != JV_NS)
+        jinja_error(c, MF_ERR_FORMAT, "Can only get item pairs from a mapping (items of a '%s').", jv_type_name(v));
+    if (v.type != JV_UNDEF) r = jinja_call_method(c, v, "items", NULL, 0, NULL, NULL, 0);
+    r.flags = JV_GEN;
+    return r;
 }
 
 static jv f_join(FARGS) {
@@ -219,6 +225,7 @@ static jv f_string(FARGS) { UNUSED_ARGS; return jv_to_str(c, v); }
 static jv f_int(FARGS) {
     UNUSED_ARGS;
     jv def = A(0, "default", jv_int(0)), base = A(1, "base", jv_int(10));
+    if (v.type == JV_UNDEF) jinja_error(c, MF_ERR_FORMAT, "int: '%s' is undefined", v.s.p ? v.s.p : "value");
     if (v.type == JV_INT) return v;
     if (v.type == JV_BOOL) return jv_int(v.b);
     if (v.type == JV_FLOAT) return isfinite(v.f) && fabs(v.f) < 9.2e18 ? jv_int((int64_t)v.f) : def;
@@ -241,6 +248,7 @@ static jv f_int(FARGS) {
 static jv f_float(FARGS) {
     UNUSED_ARGS;
     jv def = A(0, "default", jv_float(0.0));
+    if (v.type == JV_UNDEF) jinja_error(c, MF_ERR_FORMAT, "float: '%s' is undefined", v.s.p ? v.s.p : "value");
     if (is_num(v)) return jv_float(num_f(v));
     if (v.type == JV_STR) {
         char buf[64];
@@ -349,12 +357,15 @@ static jv f_unique(FARGS) {
         for (size_t j = 0; j < seen.l->n && !dup; j++) dup = jv_equal(seen.l->v[j], k), jinja_step(c);
         if (!dup) jv_list_push(c, seen, k), jv_list_push(c, out, it.l->v[i]);
     }
+    out.flags = JV_GEN;
     return out;
 }
 
 static jv f_map(FARGS) {
-    if (!jv_truthy(v)) return jv_list_new(c, 0); /* as select: nothing for None, "", 0 */
-    jv it = jinja_iter_list(c, v), out = jv_list_new(c, it.l->n);
+    jv out = jv_list_new(c, 4);
+    out.flags = JV_GEN;
+    if (!jv_truthy(v)) return out; /* as select: nothing for None, "", 0 */
+    jv it = jinja_iter_list(c, v);
     jv attr = A(-1, "attribute", jv_none());
     if (attr.type != JV_NONE) {
         jv def = A(-1, "default", jv_undef("default"));
@@ -375,6 +386,7 @@ static jv f_map(FARGS) {
 /* select/reject/selectattr/rejectattr: keep items whose test result equals `want`. */
 static jv select_common(jctx *c, jv v, jv *args, int nargs, bool attr_mode, bool want) {
     jv out = jv_list_new(c, 0);
+    out.flags = JV_GEN;
     if (!jv_truthy(v)) return out; /* Jinja yields nothing for a falsy input (None, "", 0) */
     jv it = jinja_iter_list(c, v);
     jv attr = jv_none();
@@ -398,6 +410,7 @@ static jv select_common(jctx *c, jv v, jv *args, int nargs, bool attr_mode, bool
         bool r = t ? t(c, x, args, nargs) : jv_truthy(x);
         if (r == want) jv_list_push(c, out, it.l->v[i]);
     }
+    out.flags = JV_GEN;
     return out;
 }
 
@@ -452,7 +465,8 @@ static jv f_center(FARGS) {
 static jv f_indent(FARGS) {
     UNUSED_ARGS;
     jv width = A(0, "width", jv_int(4)), first = A(1, "first", jv_bool(false)), blank = A(2, "blank", jv_bool(false));
-    jv str = jv_to_str(c, v);
+    if (v.type != JV_STR) jinja_error(c, MF_ERR_FORMAT, "indent: expected a string, got '%s'", jv_type_name(v));
+    jv str = v;
     jbuf ind = jbuf_make(c);
     if (width.type == JV_STR) jbuf_put(&ind, width.s.p, width.s.n);
     else for (int64_t i = 0; width.type == JV_INT && i < width.i && i < 1000; i++) jbuf_putc(&ind, ' ');
@@ -489,6 +503,7 @@ static jv f_batch(FARGS) {
             while ((int64_t)cur.l->n < size.i) jv_list_push(c, cur, fill);
         jv_list_push(c, out, cur);
     }
+    out.flags = JV_GEN;
     return out;
 }
 
@@ -502,6 +517,8 @@ static jv f_reverse(FARGS) {
     }
     jv it = jinja_iter_list(c, v), out = jv_list_new(c, it.l->n);
     for (size_t i = it.l->n; i-- > 0;) jv_list_push(c, out, it.l->v[i]);
+    /* reversed() gives an iterator; a generator cannot be reversed, so Jinja builds a list */
+    out.flags = v.type == JV_LIST && (v.flags & JV_GEN) ? 0 : JV_GEN;
     return out;
 }
 
@@ -543,10 +560,29 @@ static jv f_attr(FARGS) {
     return jinja_getattr(c, v, name.s.p, name.s.n);
 }
 
+/* pprint: repr with dict keys sorted, as pprint.pformat does (its line wrapping past 80 columns is
+ * not reproduced) */
+static jv sorted_dicts(jctx *c, jv v, int depth) {
+    if (depth > 100) return v;
+    if (v.type == JV_LIST) {
+        jv out = jv_list_new(c, v.l->n);
+        out.flags = v.flags;
+        for (size_t i = 0; i < v.l->n; i++) jv_list_push(c, out, sorted_dicts(c, v.l->v[i], depth + 1));
+        return out;
+    }
+    if (v.type != JV_DICT) return v;
+    jv keys = jv_list_new(c, v.d->n);
+    for (size_t i = 0; i < v.d->n; i++) jv_list_push(c, keys, v.d->k[i]);
+    keys = sort_list(c, keys, jv_none(), true, false, false);
+    jv out = jv_dict_new(c, v.d->n);
+    for (size_t i = 0; i < keys.l->n; i++) jv_dict_set(c, out.d, keys.l->v[i], sorted_dicts(c, *jv_dict_get(v.d, keys.l->v[i]), depth + 1));
+    return out;
+}
+
 static jv f_pprint(FARGS) {
     UNUSED_ARGS;
     jbuf b = jbuf_make(c);
-    jv_write_repr(c, &b, v);
+    jv_write_repr(c, &b, sorted_dicts(c, v, 0));
     return jbuf_value(&b);
 }
 
@@ -562,6 +598,10 @@ static jv f_truncate(FARGS) {
     UNUSED_ARGS;
     jv length = A(0, "length", jv_int(255)), killwords = A(1, "killwords", jv_bool(false));
     jv end = A(2, "end", jv_cstr("...")), leeway = A(3, "leeway", jv_int(5));
+    if (v.type != JV_STR) { /* Jinja measures len() of whatever it gets and returns short values untouched */
+        int64_t n = f_length(c, s, v, NULL, 0, NULL, NULL, 0).i;
+        if (n <= (length.type == JV_INT ? length.i : 255) + (leeway.type == JV_INT ? leeway.i : 5)) return v;
+    }
     jv str = jv_to_str(c, v);
     int64_t n = (int64_t)ju_len(str.s.p, str.s.n), len = length.type == JV_INT ? length.i : 255;
     int64_t lw = leeway.type == JV_INT ? leeway.i : 5;
@@ -689,14 +729,17 @@ static bool t_none(TARGS) { TUNUSED; return v.type == JV_NONE; }
 static bool t_string(TARGS) { TUNUSED; return v.type == JV_STR; }
 static bool t_mapping(TARGS) { TUNUSED; return v.type == JV_DICT; }
 static bool t_iterable(TARGS) { TUNUSED; return v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT || v.type == JV_UNDEF; }
-static bool t_sequence(TARGS) { TUNUSED; return v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT; }
+static bool t_sequence(TARGS) { /* Undefined has __len__ and __getitem__, so it passes */
+    TUNUSED;
+    return v.type == JV_STR || (v.type == JV_LIST && !(v.flags & JV_GEN)) || v.type == JV_DICT || v.type == JV_UNDEF;
+}
 static bool t_number(TARGS) { TUNUSED; return is_num(v); }
 static bool t_integer(TARGS) { TUNUSED; return v.type == JV_INT; }
 static bool t_float(TARGS) { TUNUSED; return v.type == JV_FLOAT; }
 static bool t_boolean(TARGS) { TUNUSED; return v.type == JV_BOOL; }
 static bool t_true(TARGS) { TUNUSED; return v.type == JV_BOOL && v.b; }
 static bool t_false(TARGS) { TUNUSED; return v.type == JV_BOOL && !v.b; }
-static bool t_callable(TARGS) { TUNUSED; return v.type == JV_MACRO || v.type == JV_FUNC || v.type == JV_METHOD; }
+static bool t_callable(TARGS) { TUNUSED; return v.type == JV_MACRO || v.type == JV_FUNC || v.type == JV_METHOD || v.type == JV_UNDEF; }
 static bool t_eq(TARGS) { return jv_equal(v, targ(c, args, nargs, "eq")); }
 static bool t_ne(TARGS) { return !jv_equal(v, targ(c, args, nargs, "ne")); }
 static bool t_lt(TARGS) { return jv_compare(c, v, targ(c, args, nargs, "lt")) < 0; }
@@ -727,23 +770,25 @@ static bool t_divisibleby(TARGS) {
     if (!is_num(v) || !is_num(d) || num_f(d) == 0) jinja_error(c, MF_ERR_FORMAT, "divisibleby: needs nonzero numbers");
     return fmod(num_f(v), num_f(d)) == 0;
 }
-static bool t_odd(TARGS) {
-    TUNUSED;
-    if (v.type != JV_INT && v.type != JV_BOOL) jinja_error(c, MF_ERR_FORMAT, "test 'odd' needs an integer, got '%s'", jv_type_name(v));
-    return (v.type == JV_INT ? v.i : v.b) & 1;
+/* odd/even: value % 2 == 1 / == 0 with Python's modulo, so 2.5 is neither */
+static double py_mod2(jctx *c, jv v, const char *test) {
+    if (!is_num(v)) jinja_error(c, MF_ERR_FORMAT, "test '%s' needs a number, got '%s'", test, jv_type_name(v));
+    if (v.type != JV_FLOAT) return (double)((v.type == JV_INT ? v.i : v.b) & 1);
+    double m = fmod(v.f, 2.0);
+    return m < 0 ? m + 2.0 : m;
 }
-static bool t_even(TARGS) { return !t_odd(c, v, args, nargs); }
+static bool t_odd(TARGS) { TUNUSED; return py_mod2(c, v, "odd") == 1.0; }
+static bool t_even(TARGS) { TUNUSED; return py_mod2(c, v, "even") == 0.0; }
+/* lower/upper: str(value).islower() / .isupper(): some cased letter, none of the other case */
 static bool t_lower(TARGS) {
     TUNUSED;
-    if (v.type != JV_STR) return false;
-    jv l = jinja_str_lower(c, v), u = jinja_str_upper(c, v);
-    return jv_equal(l, v) && !jv_equal(u, v);
+    jv s = jv_to_str(c, v), l = jinja_str_lower(c, s), u = jinja_str_upper(c, s);
+    return jv_equal(l, s) && !jv_equal(u, s);
 }
 static bool t_upper(TARGS) {
     TUNUSED;
-    if (v.type != JV_STR) return false;
-    jv l = jinja_str_lower(c, v), u = jinja_str_upper(c, v);
-    return jv_equal(u, v) && !jv_equal(l, v);
+    jv s = jv_to_str(c, v), l = jinja_str_lower(c, s), u = jinja_str_upper(c, s);
+    return jv_equal(u, s) && !jv_equal(l, s);
 }
 static bool t_escaped(TARGS) { TUNUSED; (void)v; return false; }
 static bool t_filter(TARGS) {

@@ -528,6 +528,8 @@ jv jinja_format_percent(jctx *c, jv fmt, jv args) {
         int n = snprintf(tmp, cap, spec, width, prec < 0 ? 6 : prec, x);
         jbuf_put(&b, tmp, n < 0 ? 0 : MF_MIN((size_t)n, cap - 1));
     }
-    if (tuple && ai < args.l->n) jinja_error(c, MF_ERR_FORMAT, "not all arguments converted during string formatting");
+    /* Python: a lone argument left unused is an error unless it is subscriptable (list, dict) */
+    if ((tuple && ai < args.l->n) || (!tuple && ai == 0 && args.type != JV_DICT && args.type != JV_LIST))
+        jinja_error(c, MF_ERR_FORMAT, "not all arguments converted during string formatting");
     return jbuf_value(&b);
 }

@@ -137,7 +137,7 @@ bool jv_truthy(jv v) {
     case JV_INT: return v.i != 0;
     case JV_FLOAT: return v.f != 0.0;
     case JV_STR: return v.s.n != 0;
-    case JV_LIST: return v.l->n != 0;
+    case JV_LIST: return v.l->n != 0 || (v.flags & JV_GEN);
     case JV_DICT: return v.d->n != 0;
     default: return true;
     }
@@ -167,7 +167,7 @@ static bool equal_at(jv a, jv b, int depth) {
     case JV_UNDEF: case JV_NONE: return true;
     case JV_STR: return a.s.n == b.s.n && !memcmp(a.s.p, b.s.p, a.s.n);
     case JV_LIST:
-        if ((a.flags & JV_TUPLE) != (b.flags & JV_TUPLE) || a.l->n != b.l->n) return false;
+        if (a.flags != b.flags || a.l->n != b.l->n || (a.flags & JV_GEN)) return a.l == b.l;
         for (size_t i = 0; i < a.l->n; i++)
             if (!equal_at(a.l->v[i], b.l->v[i], depth + 1)) return false;
         return true;
@@ -193,7 +193,7 @@ const char *jv_type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.flags & JV_TUPLE ? "tuple" : "list";
+    case JV_LIST: return v.flags & JV_TUPLE ? "tuple" : v.flags & JV_GEN ? "generator" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_MACRO: return "Macro";
@@ -456,8 +456,10 @@ void jv_write_repr(jctx *c, jbuf *b, jv v) { repr_at(c, b, v, 0); }
 static void repr_at(jctx *c, jbuf *b, jv v, int depth) {
     if (depth > MAX_VALUE_DEPTH) jinja_error(c, MF_ERR_RANGE, "printing a value nested deeper than %d levels", MAX_VALUE_DEPTH);
     switch (v.type) {
+    case JV_UNDEF: jbuf_put(b, "Undefined", 9); return;
     case JV_STR: write_str_repr(b, v.s.p, v.s.n); return;
     case JV_LIST: {
+        if (v.flags & JV_GEN) { jbuf_put(b, "<generator object>", 18); return; }
         bool tup = v.flags & JV_TUPLE;
         jbuf_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
@@ -564,6 +566,7 @@ void jv_write_json(jctx *c, jbuf *b, jv v, int indent, const char *item_sep, con
         return;
     case JV_STR: write_json_str(b, v.s.p, v.s.n, ensure_ascii); return;
     case JV_LIST:
+        if (v.flags & JV_GEN) jinja_error(c, MF_ERR_FORMAT, "tojson: object of type 'generator' is not JSON serializable (add | list)");
         if (v.l->n == 0) { jbuf_put(b, "[]", 2); return; }
         jbuf_putc(b, '[');
         for (size_t i = 0; i < v.l->n; i++) {

@@ -98,6 +98,10 @@ CASES = [
     "[{{ '%.3d|%05.3d|%#x|%#o|%-6x|%06.2f|%+.1e|%5.1s|' % (-7, 7, 255, 8, 10, -3.14159, 1234.5, u) }}]",
     "{{ 'a very long sentence that goes on' | truncate(15) }} {{ 'a very long sentence that goes on' | truncate(15, true) }} {{ 'short' | truncate(10) }}",
     "{% for role, ms in msgs | groupby('role') %}{{ role }}={{ ms | length }};{% endfor %} {{ [{'k': 'B'}, {'k': 'a'}, {'k': 'b'}] | groupby('k') | list }} {{ range(7) | slice(3) | list }} {{ range(7) | slice(3, 'x') | list }} {{ '<p>Hi  <b>there</b><!-- c --></p>\n x' | striptags }}",
+    "{% if el | select %}T{% endif %}|{% if l | map('string') %}M{% endif %}|{{ (l | select) is sequence }} {{ [undefined_var, 1] }} {{ n[0] is undefined }} {{ 2.5 is even }} {{ 3.0 is odd }} {{ -3 is odd }} {{ l | truncate(5) }} {{ l | select | list }} {{ l | reverse | list }}",
+    "{{ d | pprint }} {{ [{'z': 1, 'a': [d]}] | pprint }} {% if el | unique %}U{% endif %}{% if el | batch(2) %}B{% endif %} {{ zz is callable }} {{ 3.0 % -3 }} {{ -0.0 % 2 }} {{ 'xyz' % l }} {{ 'u' is lower }} {{ [s] is upper }}",
+    "{{ [1] in d }}",
+    "{{ 'xyz' % 5 }}",
     "{{ d | attr('a') }} {{ [1, [2, 'x']] | pprint }} {{ msgs | map(attribute='role') | map('upper') | join }}",
     # tests
     "{{ n is defined }} {{ zz is defined }} {{ zz is undefined }} {{ no is none }} {{ s is string }} {{ n is string }} {{ d is mapping }} {{ l is mapping }}",
