@@ -23,7 +23,12 @@ static inline __m256i pack32_i8(__m256i v0, __m256i v1, __m256i v2, __m256i v3) 
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* One block of 32: writes q, returns sum(q), sets *d_out = amax / 127. */
+/* Below this magnitude 127 / amax overflows to infinity, 0 * inf is NaN, and the reference's
+ * rounding trick and cvtps_epi32 disagree on NaN: such blocks go to the reference quantizer. */
+#define TINY_AMAX 3.8e-37f
+
+/* One block of 32: writes q, returns sum(q), sets *d_out = amax / 127; returns -1000 (not a
+ * possible sum) without writing when the block needs the reference. */
 static inline int q8_block(const float *x, int8_t *q, float *d_out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4], m = _mm256_setzero_ps();
@@ -32,6 +37,7 @@ static inline int q8_block(const float *x, int8_t *q, float *d_out) {
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
     }
     const float amax = hmax8(m);
+    if (MF_UNLIKELY(amax != 0.0f && amax < TINY_AMAX)) return -1000;
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
     __m256i r[4];
     for (int k = 0; k < 4; k++) r[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
@@ -45,7 +51,10 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     mf_block_q8_0 *b = dst;
     for (int64_t i = 0; i < n / MF_QK8_0; i++, src += MF_QK8_0) {
         float d;
-        q8_block(src, b[i].qs, &d);
+        if (MF_UNLIKELY(q8_block(src, b[i].qs, &d) == -1000)) {
+            mf_type_get_traits(MF_TYPE_Q8_0)->quantize(src, &b[i], MF_QK8_0);
+            continue;
+        }
         b[i].d = mf_f32_to_fp16(d);
     }
 }
@@ -55,6 +64,10 @@ static void quantize_q8_1(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / MF_QK8_1; i++, src += MF_QK8_1) {
         float d;
         const int sum = q8_block(src, b[i].qs, &d);
+        if (MF_UNLIKELY(sum == -1000)) {
+            mf_type_get_traits(MF_TYPE_Q8_1)->quantize(src, &b[i], MF_QK8_1);
+            continue;
+        }
         b[i].d = mf_f32_to_fp16(d);
         b[i].s = mf_f32_to_fp16(d * (float)sum);
     }
@@ -69,6 +82,10 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n) {
         const float amax = hmax8(m);
         if (!(amax > 0.0f)) {
             memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        if (MF_UNLIKELY(amax < TINY_AMAX)) {
+            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
             continue;
         }
         /* the first value whose magnitude is amax gives the sign of the scale */

@@ -244,8 +244,14 @@ static inline float absmax(const float *x, int n) {
     return vmaxvq_f32(m);
 }
 
+/* Below this magnitude 127 / amax overflows to infinity and the reference's rounding trick and
+ * vcvtnq disagree on inf and NaN: such blocks go to the reference quantizer. */
+#define TINY_AMAX 3.8e-37f
+
+/* Returns sum(q), or -1000 without writing when the block needs the reference. */
 static inline int q8_block(const float *x, int8_t *q, float *d_out) {
     const float amax = absmax(x, 32);
+    if (MF_UNLIKELY(amax != 0.0f && amax < TINY_AMAX)) return -1000;
     const float32x4_t id = vdupq_n_f32(amax != 0.0f ? 127.f / amax : 0.0f);
     const int8x16_t q0 = round16(x, id), q1 = round16(x + 16, id);
     vst1q_s8(q, q0);
@@ -258,7 +264,10 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     mf_block_q8_0 *b = dst;
     for (int64_t i = 0; i < n / MF_QK8_0; i++, src += MF_QK8_0) {
         float d;
-        q8_block(src, b[i].qs, &d);
+        if (MF_UNLIKELY(q8_block(src, b[i].qs, &d) == -1000)) {
+            mf_type_get_traits(MF_TYPE_Q8_0)->quantize(src, &b[i], MF_QK8_0);
+            continue;
+        }
         b[i].d = mf_f32_to_fp16(d);
     }
 }
@@ -268,6 +277,10 @@ static void quantize_q8_1(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / MF_QK8_1; i++, src += MF_QK8_1) {
         float d;
         const int sum = q8_block(src, b[i].qs, &d);
+        if (MF_UNLIKELY(sum == -1000)) {
+            mf_type_get_traits(MF_TYPE_Q8_1)->quantize(src, &b[i], MF_QK8_1);
+            continue;
+        }
         b[i].d = mf_f32_to_fp16(d);
         b[i].s = mf_f32_to_fp16(d * (float)sum);
     }
@@ -279,6 +292,10 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n) {
         const float amax = absmax(src, MF_QK_K);
         if (!(amax > 0.0f)) {
             memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        if (MF_UNLIKELY(amax < TINY_AMAX)) {
+            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
             continue;
         }
         float max = amax;
