@@ -62,7 +62,8 @@ void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const flo
 
 /* Attention for the (token, head) pairs u = t * nh + h in [u0, u1) of q {hd, nh, nt}: each query head h uses KV head h / (nh / nkv)
  * and sees the cells of its own sequence with position <= its own. scores: scratch of kv->n_cells
- * floats. Tokens with seq < 0 produce zeros. */
+ * floats. Tokens with seq < 0 produce zeros. With an F16 cache, q and the probabilities are
+ * rounded to F16 first, as llama.cpp's F16 matmuls do (the reference twin does not round). */
 void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                       const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores);
 void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,

@@ -268,39 +268,45 @@ void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const flo
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
     const int32_t nc = kv->n_active;
-    float buf[MF_MAX_HEAD_DIM];
+    /* With an F16 cache llama.cpp multiplies in F16: q is rounded to F16 for q.k and the
+     * probabilities are rounded to F16 for the sum over V. Doing the same keeps us close to it. */
+    const bool f16 = kv->type == MF_TYPE_F16;
+    float buf[MF_MAX_HEAD_DIM], q16[MF_MAX_HEAD_DIM];
     for (int64_t u = u0; u < u1; u++) {
-        {
-            const int64_t t = u / nh, h = u % nh;
-            const float *qh = q + (t * nh + h) * hd;
-            float *o = out + (t * nh + h) * hd;
-            memset(o, 0, (size_t)hd * sizeof(float));
-            if (seq[t] < 0) continue;
-            int32_t kvh = (int32_t)(h / group);
-            float mx = -INFINITY;
-            for (int32_t c = 0; c < nc; c++) {
-                if (kv->cell_seq[c] != seq[t] || kv->cell_pos[c] > pos[t]) {
-                    scores[c] = -INFINITY;
-                    continue;
-                }
-                const float *kr = kv_head_row(kv, K, c, kvh, buf);
-                scores[c] = dot_lanes(qh, kr, hd) * ap->scale;
-                if (scores[c] > mx) mx = scores[c];
+        const int64_t t = u / nh, h = u % nh;
+        const float *qh = q + (t * nh + h) * hd;
+        float *o = out + (t * nh + h) * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        if (seq[t] < 0) continue;
+        if (f16) {
+            for (int64_t d = 0; d < hd; d++) q16[d] = fp16_table[mf_f32_to_fp16(qh[d])];
+            qh = q16;
+        }
+        int32_t kvh = (int32_t)(h / group);
+        float mx = -INFINITY;
+        for (int32_t c = 0; c < nc; c++) {
+            if (kv->cell_seq[c] != seq[t] || kv->cell_pos[c] > pos[t]) {
+                scores[c] = -INFINITY;
+                continue;
             }
-            if (mx == -INFINITY) continue; /* nothing visible (cannot happen for a stored token) */
-            double sum = 0.0;
-            for (int32_t c = 0; c < nc; c++) {
-                float e = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - mx);
-                scores[c] = e;
-                sum += e;
-            }
-            const float inv = (float)(1.0 / sum);
-            for (int32_t c = 0; c < nc; c++) {
-                if (scores[c] == 0.0f) continue;
-                const float p = scores[c] * inv;
-                const float *vr = kv_head_row(kv, V, c, kvh, buf);
-                for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
-            }
+            const float *kr = kv_head_row(kv, K, c, kvh, buf);
+            scores[c] = dot_lanes(qh, kr, hd) * ap->scale;
+            if (scores[c] > mx) mx = scores[c];
+        }
+        if (mx == -INFINITY) continue; /* nothing visible (cannot happen for a stored token) */
+        double sum = 0.0;
+        for (int32_t c = 0; c < nc; c++) {
+            float e = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - mx);
+            scores[c] = e;
+            sum += e;
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int32_t c = 0; c < nc; c++) {
+            if (scores[c] == 0.0f) continue;
+            float p = scores[c] * inv;
+            if (f16) p = fp16_table[mf_f32_to_fp16(p)];
+            const float *vr = kv_head_row(kv, V, c, kvh, buf);
+            for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
         }
     }
 }
