@@ -121,7 +121,7 @@ static void special_acts(int variant, float *x, int64_t n) {
     random_acts(x, n);
     for (int64_t b = 0; b < n / 32; b++) {
         float *y = x + 32 * b;
-        switch ((b + variant) % 7) {
+        switch ((b + variant) % 8) {
         case 0: /* amax 127 gives multiplier 1 (Q8_0) and iscale +-1 (Q8_K): exact .5 ties */
             for (int j = 0; j < 32; j++) y[j] = (float)((int)(rnd() % 254) - 127) + 0.5f;
             y[rnd() % 32] = (b & 1) ? -127.0f : 127.0f;
@@ -138,6 +138,9 @@ static void special_acts(int variant, float *x, int64_t n) {
             break;
         case 4: /* so tiny that 127 / amax is infinite, with zeros (0 * inf = NaN) */
             for (int j = 0; j < 32; j++) y[j] = (j % 3) ? rndf() * 1e-38f : 0.0f;
+            break;
+        case 5: /* a broken activation: one infinity or NaN in the block */
+            y[rnd() % 32] = (b & 1) ? -INFINITY : NAN;
             break;
         default: break;
         }
@@ -157,9 +160,9 @@ static void test_quantizers(mf_simd_level lv, int64_t max_n, uint8_t *o1, uint8_
         for (int k = 0; k < nn; k++) {
             const int64_t n = ns[k];
             if (n > max_n) continue;
-            for (int variant = 0; variant < 7; variant++) {
+            for (int variant = 0; variant < 8; variant++) {
                 special_acts(variant, x, n);
-                if (tr->blck_size == 1 && variant == 6 && n >= 8) { /* float formats: NaN, inf, overflow, subnormal */
+                if (tr->blck_size == 1 && variant == 7 && n >= 8) { /* float formats: NaN, inf, overflow, subnormal */
                     const uint32_t nan_payload = 0x7f8001a5u, neg_qnan = 0xffc00000u;
                     memcpy(&x[0], &nan_payload, 4);
                     memcpy(&x[n - 1], &neg_qnan, 4);

@@ -23,21 +23,25 @@ static inline __m256i pack32_i8(__m256i v0, __m256i v1, __m256i v2, __m256i v3) 
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* Below this magnitude 127 / amax overflows to infinity, 0 * inf is NaN, and the reference's
- * rounding trick and cvtps_epi32 disagree on NaN: such blocks go to the reference quantizer. */
-#define TINY_AMAX 3.8e-37f
+/* Blocks holding NaN or infinity, or whose amax is so small (below 3.8e-37) that 127 / amax is
+ * infinite, produce NaN products, on which the reference's rounding trick and cvtps_epi32 disagree:
+ * they go to the reference quantizer. Never the case for the activations of a working model. */
+static inline bool needs_reference(float amax, __m256 unordered) {
+    return _mm256_movemask_ps(unordered) || !(amax <= 3.4e38f) || (amax != 0.0f && amax < 3.8e-37f);
+}
 
 /* One block of 32: writes q, returns sum(q), sets *d_out = amax / 127; returns -1000 (not a
  * possible sum) without writing when the block needs the reference. */
 static inline int q8_block(const float *x, int8_t *q, float *d_out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], m = _mm256_setzero_ps();
+    __m256 v[4], m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     for (int k = 0; k < 4; k++) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
     }
     const float amax = hmax8(m);
-    if (MF_UNLIKELY(amax != 0.0f && amax < TINY_AMAX)) return -1000;
+    if (MF_UNLIKELY(needs_reference(amax, nan))) return -1000;
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
     __m256i r[4];
     for (int k = 0; k < 4; k++) r[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
@@ -77,15 +81,19 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     mf_block_q8_K *b = dst;
     for (int64_t i = 0; i < n / MF_QK_K; i++, src += MF_QK_K) {
-        __m256 m = _mm256_setzero_ps();
-        for (int k = 0; k < MF_QK_K; k += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + k)));
+        __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int k = 0; k < MF_QK_K; k += 8) {
+            const __m256 v = _mm256_loadu_ps(src + k);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
         const float amax = hmax8(m);
-        if (!(amax > 0.0f)) {
-            memset(&b[i], 0, sizeof b[i]);
+        if (MF_UNLIKELY(needs_reference(amax, nan))) {
+            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
             continue;
         }
-        if (MF_UNLIKELY(amax < TINY_AMAX)) {
-            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
+        if (!(amax > 0.0f)) {
+            memset(&b[i], 0, sizeof b[i]);
             continue;
         }
         /* the first value whose magnitude is amax gives the sign of the scale */

@@ -244,14 +244,15 @@ static inline float absmax(const float *x, int n) {
     return vmaxvq_f32(m);
 }
 
-/* Below this magnitude 127 / amax overflows to infinity and the reference's rounding trick and
- * vcvtnq disagree on inf and NaN: such blocks go to the reference quantizer. */
-#define TINY_AMAX 3.8e-37f
+/* Blocks holding NaN or infinity (vmaxq propagates NaN into amax), or whose amax is so small that
+ * 127 / amax is infinite, produce inf/NaN products on which the reference's rounding trick and
+ * vcvtnq disagree: they go to the reference quantizer. */
+static inline bool needs_reference(float amax) { return !(amax <= 3.4e38f) || (amax != 0.0f && amax < 3.8e-37f); }
 
 /* Returns sum(q), or -1000 without writing when the block needs the reference. */
 static inline int q8_block(const float *x, int8_t *q, float *d_out) {
     const float amax = absmax(x, 32);
-    if (MF_UNLIKELY(amax != 0.0f && amax < TINY_AMAX)) return -1000;
+    if (MF_UNLIKELY(needs_reference(amax))) return -1000;
     const float32x4_t id = vdupq_n_f32(amax != 0.0f ? 127.f / amax : 0.0f);
     const int8x16_t q0 = round16(x, id), q1 = round16(x + 16, id);
     vst1q_s8(q, q0);
@@ -290,12 +291,12 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n) {
     mf_block_q8_K *b = dst;
     for (int64_t i = 0; i < n / MF_QK_K; i++, src += MF_QK_K) {
         const float amax = absmax(src, MF_QK_K);
-        if (!(amax > 0.0f)) {
-            memset(&b[i], 0, sizeof b[i]);
+        if (MF_UNLIKELY(needs_reference(amax))) {
+            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
             continue;
         }
-        if (MF_UNLIKELY(amax < TINY_AMAX)) {
-            mf_type_get_traits(MF_TYPE_Q8_K)->quantize(src, &b[i], MF_QK_K);
+        if (!(amax > 0.0f)) {
+            memset(&b[i], 0, sizeof b[i]);
             continue;
         }
         float max = amax;
