@@ -36,7 +36,9 @@ bool mf_simd_level_supported(mf_simd_level level);
 /* The level in use: the best supported one, capped by MINFER_ISA. */
 mf_simd_level mf_simd_active_level(void);
 
-/* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type.
+/* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type, as
+ * the activation quantizers write it (int8 values in [-127, 127]; the kernels rely on it). Equals
+ * the reference dot up to float summation order (the integer sums of each block are exact).
  * NULL when the type has no reference dot either. */
 mf_vec_dot_fn mf_simd_vec_dot(mf_type t);
 /* Quantize an f32 activation row into act_type (Q8_0, Q8_1, Q8_K, F16, BF16); bit-identical to the
