@@ -196,6 +196,7 @@ void jv_write_float(jbuf *b, double f); /* Python float repr */
 
 /* UTF-8 helpers on strings. */
 size_t ju_len(const char *p, size_t n);                      /* code points */
+void ju_trim_partial(char *s); /* cut a UTF-8 sequence left incomplete by truncation at the end */
 size_t ju_offset(const char *p, size_t n, size_t cp_index);  /* byte offset of code point i (n if past) */
 size_t ju_decode(const char *p, size_t n, uint32_t *cp);     /* bytes used (1 on invalid) */
 void ju_encode(jbuf *b, uint32_t cp);

@@ -16,6 +16,7 @@ void jinja_error(jctx *c, mf_status s, const char *fmt, ...) {
     int k = snprintf(c->err, sizeof c->err, "line %d: ", c->line);
     vsnprintf(c->err + k, sizeof c->err - (size_t)k, fmt, ap);
     va_end(ap);
+    ju_trim_partial(c->err);
     c->status = s;
     longjmp(c->fail, 1);
 }

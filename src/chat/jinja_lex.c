@@ -223,8 +223,12 @@ static size_t lex_tag(P *p, size_t i, int *line, bool block, bool *ended_nl) {
             i += 2;
             continue;
         }
-        if (!strchr("+-/*%~[](){}<>=.:|,;", ch) || ch == 0)
-            pfail(p, MF_ERR_FORMAT, *line, "unexpected character '%c' in a tag", ch);
+        if (!strchr("+-/*%~[](){}<>=.:|,;", ch) || ch == 0) {
+            uint32_t cp; /* name the whole character: the message must stay valid UTF-8 */
+            size_t k = ju_decode(s + i, n - i, &cp);
+            if (cp < 0x20 || cp == 0x7F || (k == 1 && cp >= 0x80)) pfail(p, MF_ERR_FORMAT, *line, "unexpected character U+%04X in a tag", cp);
+            pfail(p, MF_ERR_FORMAT, *line, "unexpected character '%.*s' in a tag", (int)k, s + i);
+        }
         if (ch == '(' || ch == '[' || ch == '{') balance++;
         if (ch == ')' || ch == ']' || ch == '}') {
             if (balance == 0) pfail(p, MF_ERR_FORMAT, *line, "unexpected '%c'", ch);
@@ -303,6 +307,7 @@ void jinja_lex(P *p) {
             continue;
         }
         if (kind == '#') {
+            if (after >= n) break; /* Jinja ignores a comment opener that ends the template */
             size_t k = after;
             while (k + 1 < n && !(s[k] == '#' && s[k + 1] == '}')) k++;
             if (k + 1 >= n) pfail(p, MF_ERR_FORMAT, line, "missing end of comment tag '#}'");

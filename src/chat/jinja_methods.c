@@ -65,7 +65,7 @@ jv jinja_call_func(jctx *c, int fn, jv *args, int nargs, const char **kwn, jv *k
     }
     case F_RAISE: {
         jv msg = jv_to_str(c, nargs ? args[0] : jv_cstr("raise_exception called"));
-        jinja_error(c, MF_ERR_ARG, "the template rejected the conversation: %.*s", (int)MF_MIN(msg.s.n, 400), msg.s.p);
+        jinja_error(c, MF_ERR_ARG, "the template rejected the conversation: %.*s", (int)MF_MIN(msg.s.n, 400), msg.s.p); /* cut at a character by jinja_error */
     }
     case F_STRFTIME: {
         if (nargs != 1 || args[0].type != JV_STR) jinja_error(c, MF_ERR_FORMAT, "strftime_now expects one format string");

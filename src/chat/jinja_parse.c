@@ -14,6 +14,7 @@ void jinja_parse_fail(P *p, mf_status st, int line, const char *fmt, ...) {
     int k = snprintf(p->res->err, sizeof p->res->err, "line %d: ", line);
     vsnprintf(p->res->err + k, sizeof p->res->err - (size_t)k, fmt, ap);
     va_end(ap);
+    ju_trim_partial(p->res->err);
     p->res->status = st;
     longjmp(p->jb, 1);
 }

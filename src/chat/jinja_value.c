@@ -294,6 +294,15 @@ void ju_encode(jbuf *b, uint32_t cp) {
     }
 }
 
+void ju_trim_partial(char *s) {
+    size_t n = strlen(s), st = n;
+    while (st > 0 && ((unsigned char)s[st - 1] & 0xC0) == 0x80 && n - st < 3) st--;
+    if (st == 0) return;
+    unsigned char lead = (unsigned char)s[st - 1];
+    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (lead >= 0x80 && n - (st - 1) < want) s[st - 1] = 0;
+}
+
 size_t ju_len(const char *p, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) k += ((unsigned char)p[i] & 0xC0) != 0x80;

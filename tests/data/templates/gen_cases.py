@@ -74,6 +74,7 @@ CASES = [
     "a\r\nb\r\n{% if t %}\r\nc\r\n{% endif %}\r\n",
     "  {% if t %}x{% endif %}  {% if t %}y{% endif %}\n   {%- if t %}z{% endif %}",
     "{% if t %}A{% endif +%}\nB",
+    "  {%- if t +%} a\n  {%+ endif -%}\n {{- s }} {#- c -#}\n\n {% raw -%} {{ x }} {%- endraw %} \t\n{#",
     # filters
     "{{ s | upper }} {{ s | lower }} {{ 'hello world' | capitalize }} {{ 'hello wORLD-foo (bar' | title }} {{ ws | trim }}|{{ 'xxaxx' | trim('x') }}",
     "{{ u | upper }} {{ u | length }} {{ l | length }} {{ d | length }} {{ undefined_var | length }} {{ s | count }}",
