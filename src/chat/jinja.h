@@ -58,7 +58,9 @@ typedef struct jv {
         bool b;
         int64_t i;
         double f;
-        struct { const char *p; size_t n; } s; /* JV_STR: UTF-8, not NUL-terminated; JV_UNDEF: name hint */
+        /* JV_STR: UTF-8, not NUL-terminated. JV_UNDEF: p names what is missing and n holds the
+         * type of the object it was looked up on (flags say attribute or element), for messages */
+        struct { const char *p; size_t n; } s;
         jlist *l;
         jdict *d;       /* JV_DICT and JV_NS */
         jmacro *m;
