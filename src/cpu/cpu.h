@@ -16,6 +16,8 @@
 /* Largest head dimension the kernels handle (per-head scratch lives on the stack); models with a
  * larger one are refused at load. */
 #define MF_MAX_HEAD_DIM 512
+/* Largest number of query heads sharing one KV head (n_head / n_head_kv). */
+#define MF_MAX_GQA_GROUP 64
 
 /* The backend. n_threads >= 1. Its supports() accepts every op whose weight types have kernels. */
 mf_status mf_cpu_backend_create(int n_threads, mf_backend **out);
@@ -61,8 +63,8 @@ void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale);
 void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const float *k, const float *v);
 
 /* Attention for the (token, head) pairs u = t * nh + h in [u0, u1) of q {hd, nh, nt}: each query head h uses KV head h / (nh / nkv)
- * and sees the cells of its own sequence with position <= its own. scores: scratch of kv->n_cells
- * floats. Tokens with seq < 0 produce zeros. With an F16 cache, q and the probabilities are
+ * and sees the cells of its own sequence with position <= its own. scores: scratch of
+ * g * (kv->n_cells + head_dim) floats, g = MF_MIN(n_head / n_head_kv, u1 - u0). Tokens with seq < 0 produce zeros. With an F16 cache, q and the probabilities are
  * rounded to F16 first, as llama.cpp's F16 matmuls do (the reference twin does not round). */
 void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                       const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores);

@@ -19,7 +19,8 @@ static bool cpu_supports(const mf_backend *b, const mf_graph *g, const mf_node *
     switch (n->op) {
     case MF_OP_MATMUL: return mf_cpu_type_supported(n->p.mm.w->type);
     case MF_OP_GET_ROWS: return n->n_src == 2 || mf_cpu_type_supported(n->p.mm.w->type);
-    case MF_OP_ATTENTION: return n->p.attn.head_dim <= MF_MAX_HEAD_DIM;
+    case MF_OP_ATTENTION:
+        return n->p.attn.head_dim <= MF_MAX_HEAD_DIM && n->p.attn.n_head / n->p.attn.n_head_kv <= MF_MAX_GQA_GROUP;
     case MF_OP_QKV_ROPE_STORE: return n->p.qkv.attn.head_dim <= MF_MAX_HEAD_DIM;
     default: return n->op > MF_OP_NONE && n->op < MF_OP_COUNT;
     }
@@ -33,7 +34,9 @@ static size_t cpu_work_size(const mf_backend *b, const mf_graph *g, const mf_nod
     /* Per-thread scratch is rounded up to 64 bytes, so compute()'s (size / nth) & ~63 covers it. */
     switch (n->op) {
     case MF_OP_MATMUL: return mf_cpu_matmul_work_size(n->p.mm.w, src(g, n, 0)->ne[1]);
-    case MF_OP_ATTENTION: return nth * per_thread((size_t)kv->n_cells * sizeof(float));
+    case MF_OP_ATTENTION:
+        return nth * per_thread((size_t)(n->p.attn.n_head / n->p.attn.n_head_kv) *
+                                ((size_t)kv->n_cells + (size_t)n->p.attn.head_dim) * sizeof(float));
     case MF_OP_QKV_ROPE_STORE:
         return nth * per_thread(2 * (size_t)n->p.qkv.attn.n_head_kv * (size_t)n->p.qkv.attn.head_dim * sizeof(float));
     default: return 0;

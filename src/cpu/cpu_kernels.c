@@ -267,46 +267,62 @@ void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const flo
     mf_cpu_init_tables();
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
-    const int32_t nc = kv->n_active;
+    const int32_t nc = kv->n_active, stride = kv->n_cells;
     /* With an F16 cache llama.cpp multiplies in F16: q is rounded to F16 for q.k and the
      * probabilities are rounded to F16 for the sum over V. Doing the same keeps us close to it. */
     const bool f16 = kv->type == MF_TYPE_F16;
-    float buf[MF_MAX_HEAD_DIM], q16[MF_MAX_HEAD_DIM];
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t t = u / nh, h = u % nh;
-        const float *qh = q + (t * nh + h) * hd;
-        float *o = out + (t * nh + h) * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
+    float buf[MF_MAX_HEAD_DIM];
+    float *q16 = scores + (size_t)MF_MIN(group, u1 - u0) * (size_t)stride; /* F16-rounded q per head */
+    /* The query heads of one token that share a KV head are done together, so each K and V row
+     * is read (and converted from F16) once per group: scores holds one row per head. */
+    for (int64_t u = u0; u < u1;) {
+        const int64_t t = u / nh, h0 = u % nh, ng = MF_MIN(group - h0 % group, u1 - u);
+        const int32_t kvh = (int32_t)(h0 / group);
+        u += ng;
+        for (int64_t j = 0; j < ng; j++) memset(out + (t * nh + h0 + j) * hd, 0, (size_t)hd * sizeof(float));
         if (seq[t] < 0) continue;
-        if (f16) {
-            for (int64_t d = 0; d < hd; d++) q16[d] = fp16_table[mf_f32_to_fp16(qh[d])];
-            qh = q16;
+        float mx[MF_MAX_GQA_GROUP];
+        for (int64_t j = 0; j < ng; j++) {
+            mx[j] = -INFINITY;
+            const float *qh = q + (t * nh + h0 + j) * hd;
+            for (int64_t d = 0; f16 && d < hd; d++) q16[j * hd + d] = fp16_table[mf_f32_to_fp16(qh[d])];
         }
-        int32_t kvh = (int32_t)(h / group);
-        float mx = -INFINITY;
         for (int32_t c = 0; c < nc; c++) {
-            if (kv->cell_seq[c] != seq[t] || kv->cell_pos[c] > pos[t]) {
-                scores[c] = -INFINITY;
-                continue;
+            bool vis = kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
+            const float *kr = vis ? kv_head_row(kv, K, c, kvh, buf) : NULL;
+            for (int64_t j = 0; j < ng; j++) {
+                float *sc = scores + j * stride;
+                if (!vis) {
+                    sc[c] = -INFINITY;
+                    continue;
+                }
+                const float *qh = f16 ? q16 + j * hd : q + (t * nh + h0 + j) * hd;
+                sc[c] = dot_lanes(qh, kr, hd) * ap->scale;
+                if (sc[c] > mx[j]) mx[j] = sc[c];
             }
-            const float *kr = kv_head_row(kv, K, c, kvh, buf);
-            scores[c] = dot_lanes(qh, kr, hd) * ap->scale;
-            if (scores[c] > mx) mx = scores[c];
         }
-        if (mx == -INFINITY) continue; /* nothing visible (cannot happen for a stored token) */
-        double sum = 0.0;
-        for (int32_t c = 0; c < nc; c++) {
-            float e = scores[c] == -INFINITY ? 0.0f : expf(scores[c] - mx);
-            scores[c] = e;
-            sum += e;
+        float inv[MF_MAX_GQA_GROUP];
+        for (int64_t j = 0; j < ng; j++) {
+            float *sc = scores + j * stride;
+            double sum = 0.0;
+            for (int32_t c = 0; c < nc; c++) {
+                float e = sc[c] == -INFINITY ? 0.0f : expf(sc[c] - mx[j]);
+                sc[c] = e;
+                sum += e;
+            }
+            inv[j] = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
         }
-        const float inv = (float)(1.0 / sum);
         for (int32_t c = 0; c < nc; c++) {
-            if (scores[c] == 0.0f) continue;
-            float p = scores[c] * inv;
-            if (f16) p = fp16_table[mf_f32_to_fp16(p)];
-            const float *vr = kv_head_row(kv, V, c, kvh, buf);
-            for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
+            if (scores[c] == 0.0f && ng == 1) continue;
+            const float *vr = NULL;
+            for (int64_t j = 0; j < ng; j++) {
+                float p = scores[j * stride + c] * inv[j];
+                if (p == 0.0f) continue;
+                if (f16) p = fp16_table[mf_f32_to_fp16(p)];
+                if (!vr) vr = kv_head_row(kv, V, c, kvh, buf);
+                float *o = out + (t * nh + h0 + j) * hd;
+                for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
+            }
         }
     }
 }

@@ -68,6 +68,9 @@ static mf_status read_hparams(mf_model *m) {
     if (hp->n_head % hp->n_head_kv)
         return mf_fail(MF_ERR_FORMAT, "attention.head_count %d is not a multiple of head_count_kv %d", hp->n_head,
                        hp->n_head_kv);
+    if (hp->n_head / hp->n_head_kv > MF_MAX_GQA_GROUP)
+        return mf_fail(MF_ERR_UNSUPPORTED, "%d query heads per KV head: at most %d are supported",
+                       hp->n_head / hp->n_head_kv, MF_MAX_GQA_GROUP);
     /* Qwen3 decouples the head size from n_embd / n_head (key_length); others may carry it too. */
     int32_t def_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
     int32_t hd_v;
