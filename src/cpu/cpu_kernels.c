@@ -9,50 +9,20 @@
 
 /* ---- matmul ---- */
 
-static float dot_f32(int64_t n, const void *w, const void *a) {
-    const float *x = w, *y = a;
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-    return s;
-}
-
-static float dot_f16_f32(int64_t n, const void *w, const void *a) {
-    const mf_fp16 *x = w;
-    const float *y = a;
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += (double)mf_fp16_to_f32(x[i]) * y[i];
-    return (float)s;
-}
-
-/* The activation format, its quantizer (NULL: use the F32 rows as they are) and the dot for
+/* The activation format, its quantizer (NULL: the F32 rows are used as they are) and the dot for
  * weights of type t; false when the CPU has no kernel for t. */
 static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_dot_fn *dot) {
-    const mf_type_traits *tr = mf_type_get_traits(t);
     *dot = mf_simd_vec_dot(t);
-    *act = tr->vec_dot_type;
-    *quant = NULL;
-    if (t == MF_TYPE_F32 && !*dot) {
-        *act = MF_TYPE_F32;
-        *dot = dot_f32;
-    } else if (t == MF_TYPE_F16 && !*dot) {
-        *act = MF_TYPE_F32;
-        *dot = dot_f16_f32;
-    }
-    if (!*dot) return false;
-    if (*act != MF_TYPE_F32) {
-        *quant = mf_simd_quantize_row(*act);
-        if (!*quant) return false;
-    }
-    return true;
+    *act = mf_type_get_traits(t)->vec_dot_type;
+    *quant = *act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row(*act);
+    return *dot && (*act == MF_TYPE_F32 || *quant);
 }
 
 bool mf_cpu_type_supported(mf_type t) {
     mf_type act;
     mf_quantize_fn q;
     mf_vec_dot_fn d;
-    const mf_type_traits *tr = mf_type_get_traits(t);
-    bool rows = t == MF_TYPE_F32 || t == MF_TYPE_F16 || tr->dequantize;
-    return rows && resolve_dot(t, &act, &q, &d);
+    return mf_type_get_traits(t)->dequantize && resolve_dot(t, &act, &q, &d);
 }
 
 size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt) {
@@ -146,14 +116,10 @@ void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, floa
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)table->data + (size_t)ids[t] * table->row_bytes;
         float *o = out + t * K;
-        if (table->type == MF_TYPE_F32) {
+        if (table->type == MF_TYPE_F32)
             memcpy(o, row, (size_t)K * sizeof(float));
-        } else if (table->type == MF_TYPE_F16 && !deq) {
-            const mf_fp16 *h = (const mf_fp16 *)row;
-            for (int64_t k = 0; k < K; k++) o[k] = mf_fp16_to_f32(h[k]);
-        } else {
+        else
             deq(row, o, K);
-        }
     }
 }
 
