@@ -167,7 +167,7 @@ static inline jv jv_none(void) { jv v = {.type = JV_NONE}; return v; }
 static inline jv jv_bool(bool b) { jv v = {.type = JV_BOOL}; v.b = b; return v; }
 static inline jv jv_int(int64_t i) { jv v = {.type = JV_INT}; v.i = i; return v; }
 static inline jv jv_float(double f) { jv v = {.type = JV_FLOAT}; v.f = f; return v; }
-static inline jv jv_strn(const char *p, size_t n) { jv v = {.type = JV_STR}; v.s.p = p; v.s.n = n; return v; }
+static inline jv jv_strn(const char *p, size_t n) { jv v = {.type = JV_STR}; v.s.p = p ? p : ""; v.s.n = n; return v; }
 static inline jv jv_cstr(const char *p) { return jv_strn(p, strlen(p)); }
 jv jv_list_new(jctx *c, size_t cap);
 void jv_list_push(jctx *c, jv list, jv item);

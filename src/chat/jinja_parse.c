@@ -273,7 +273,7 @@ static jnode *parse_primary(P *p, bool with_ns) {
             jbuf b = {NULL, 0, 0, p->a, SIZE_MAX};
             jbuf_put(&b, s, len);
             while (cur(p)->type == T_STRING) jbuf_put(&b, cur(p)->p, cur(p)->n), adv(p);
-            s = b.p, len = b.n;
+            s = b.n ? b.p : "", len = b.n;
         }
         n->val = jv_strn(s, len);
     } else if (t->type == T_INT || t->type == T_FLOAT) {

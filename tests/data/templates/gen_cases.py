@@ -120,6 +120,7 @@ CASES = [
     "{{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }} {{ d.items() | list }} {{ l.index(2) }} {{ l.count(3) }}",
     # literals
     "{{ [1, 'two', 3.0, none, true, [4], {'five': 5}] }} {{ {'a': [1, 2], 'b': {'c': none}} }} {{ 'con' 'cat' }} {{ \"dq\" }} {{ 0x1F }} {{ 0b101 }} {{ 0o17 }} {{ 1_000 }} {{ 1e3 }} {{ 2.5e-3 }}",
+    "{{ '' \"\" '' }}[{{ ['' ''] }}]{{ 'a' '' \"b\" }}",
     "{{ 'esc\\t\\n\\\\\\'\\\"\\x41\\u00e9\\U0001F600\\101' }} {{ 'keep \\d' }}",
     "{{ strftime_now('%Y-%m-%d %B %d, %A') }} {{ big }} {{ big * 1000 }}",
     # scoping and namespaces
