@@ -1,7 +1,8 @@
 /* dot_k_avx512.c: AVX-512 (BW + VNNI) dot products of the K-quant super-blocks against Q8_K. As in
  * dot_k_avx2.c, per super-block the integer part is exact and one float multiply-add combines it;
  * here 64 values go through each step: maddubs (u8 x s8 -> i16 pairs) and vpdpwssd (i16 pairs times
- * the i16 scales, summed into i32), with the scales placed per 16 i16 lanes by vpermw. */
+ * the i16 scales, summed into i32), with the scales placed per 16 i16 lanes by vpermw. The tiles
+ * unpack each super-block once for several activation rows. */
 #include "simd/simd_kernels.h"
 #include "simd/x86_common.h"
 #include "simd/kquant_common.h"

@@ -5,8 +5,8 @@
  *
  * Levels: scalar (the reference functions), avx2 (AVX2+FMA+F16C+BMI2), avx512 (AVX-512 F/BW/DQ/VL
  * with VNNI), neon (arm64 with the dot-product extension). The environment variable
- * MINFER_ISA=scalar|avx2|avx512|neon caps the level for the whole process (read once, at the first
- * call); a level the CPU lacks falls back to the best one it has, with a warning. */
+ * MINFER_ISA=scalar|avx2|avx512|neon forces that level for the whole process (read once, at the
+ * first call); a level the CPU lacks falls back to the best one it has, with a warning. */
 #ifndef MF_SIMD_H
 #define MF_SIMD_H
 
