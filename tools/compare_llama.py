@@ -38,7 +38,8 @@ def make_model(args, shape, qtype):
     """Path of the cached <shape>-<qtype>.gguf, making the F16 base and the quantized file if absent."""
     os.makedirs(args.models_dir, exist_ok=True)
     base = os.path.join(args.models_dir, f"{shape}-F16.gguf")
-    out = os.path.join(args.models_dir, f"{shape}-{qtype}.gguf")
+    # Files quantized by llama-quantize are cached under their own name.
+    out = os.path.join(args.models_dir, f"{shape}-{qtype}{'.llamaq' if args.llama_quantize else ''}.gguf")
     if os.path.exists(out):
         return out
     if not os.path.exists(base):
@@ -48,7 +49,11 @@ def make_model(args, shape, qtype):
     if qtype.upper() == "F16":
         return base
     log(f"quantizing {base} -> {out}")
-    subprocess.run([args.minfer, "quantize", "-t", str(args.quant_threads), base, out, qtype], check=True)
+    if args.llama_quantize:
+        cmd = [args.llama_quantize, base, out, qtype, str(args.quant_threads)]
+    else:
+        cmd = [args.minfer, "quantize", "-t", str(args.quant_threads), base, out, qtype]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return out
 
 
@@ -104,6 +109,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating runs")
     ap.add_argument("--models-dir", default=os.environ.get("MINFER_BENCH_MODELS", "/work/bench-models"))
     ap.add_argument("--quant-threads", type=int, default=2)
+    ap.add_argument("--llama-quantize", help="make the quantized files with this llama-quantize binary instead "
+                    "of minfer quantize (its type mixtures differ a little, e.g. for tied embeddings)")
     ap.add_argument("--mem-bw", type=float, help="passed to minfer bench (GB/s)")
     ap.add_argument("--peak-gmacs", type=float, help="passed to minfer bench (GMAC/s)")
     ap.add_argument("--out", help="also write the markdown table here")

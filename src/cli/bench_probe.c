@@ -119,7 +119,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static uint64_t int8_avx5
     __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
                                  _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-    j->sink = (uint64_t)(uint32_t)_mm512_reduce_add_epi32(s);
+    uint32_t lanes[16]; /* summed as unsigned: the accumulators wrap by design */
+    _mm512_storeu_si512(lanes, s);
+    for (int k = 0; k < 16; k++) j->sink += lanes[k];
     return j->iters * 12 * 64;
 }
 

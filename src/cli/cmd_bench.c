@@ -315,6 +315,20 @@ static json_t *result_json(const bench_result *r) {
                      (json_int_t)r->peak_rss);
 }
 
+/* Commas separate models, as in llama-bench's -m; the path strings stay in argv, cut in place. */
+static bool add_models(bench_opts *o, const char *list) {
+    for (char *s = (char *)list, *comma; s; s = comma ? comma + 1 : NULL) {
+        comma = strchr(s, ',');
+        if (comma) *comma = '\0';
+        if (o->n_models == MAX_LIST) {
+            cli_error("bench: more than %d models", MAX_LIST);
+            return false;
+        }
+        if (*s) o->paths[o->n_models++] = s;
+    }
+    return true;
+}
+
 static int parse_args(int argc, char **argv, bench_opts *o) {
     const char *val;
     for (int i = 1; i < argc; i++) {
@@ -329,17 +343,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->warmup = false;
         } else if ((r = cli_take_value(argc, argv, &i, "-m", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--model", &val))) {
-            if (r < 0) return 2;
-            /* Commas separate models as in llama-bench; the path strings stay in argv. */
-            for (char *s = (char *)val, *comma; s; s = comma ? comma + 1 : NULL) {
-                comma = strchr(s, ',');
-                if (comma) *comma = '\0';
-                if (o->n_models == MAX_LIST) {
-                    cli_error("bench: more than %d models", MAX_LIST);
-                    return 2;
-                }
-                if (*s) o->paths[o->n_models++] = s;
-            }
+            if (r < 0 || !add_models(o, val)) return 2;
         } else if ((r = cli_take_value(argc, argv, &i, "-p", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--n-prompt", &val))) {
             if (r < 0 || !parse_list("-p", val, 0, 1 << 20, &o->pp)) return 2;
@@ -377,11 +381,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         } else if (a[0] == '-' && a[1]) {
             cli_error("bench: unknown option '%s'", a);
             return 2;
-        } else if (o->n_models == MAX_LIST) {
-            cli_error("bench: more than %d models", MAX_LIST);
+        } else if (!add_models(o, a)) {
             return 2;
-        } else {
-            o->paths[o->n_models++] = a;
         }
     }
     if (o->n_models == 0) {
@@ -400,7 +401,7 @@ int cmd_bench(int argc, char **argv) {
     bench_limits limits[MAX_LIST];
     int n_limits = 0;
     json_t *all = o.json ? json_array() : NULL;
-    if (!o.json) print_md_header(show_ub);
+    bool header_done = false;
     rc = 0;
     for (int mi = 0; mi < o.n_models && rc == 0; mi++) {
         mf_model *m = NULL;
@@ -427,10 +428,12 @@ int cmd_bench(int argc, char **argv) {
                         rc = 1;
                     } else {
                         r.lim = *get_limits(&o, r.n_threads, limits, &n_limits);
-                        if (o.json)
+                        if (o.json) {
                             json_array_append_new(all, result_json(&r));
-                        else
+                        } else {
+                            if (!header_done) print_md_header(show_ub), header_done = true;
                             print_md_row(&r, show_ub);
+                        }
                     }
                     free(r.samples_ns);
                 }

@@ -113,6 +113,8 @@ def test_lists_and_repeated_flags(tiny):
     want = [(m, th, te) for m in (MODEL, tiny[True]) for th in (1, 2) for te in ("pp4", "pp8", "tg2")]
     assert [key(t) for t in a] == want
     assert [key(t) for t in b] == want
+    c = bench_json(f"{MODEL},{tiny[True]}", "-p", "4,8", "-n", "2", "-t", "1,2", "-r", "1", *LIMITS)
+    assert [key(t) for t in c] == want
 
 
 def test_ubatch_column_and_zero_lengths():
