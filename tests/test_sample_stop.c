@@ -21,7 +21,7 @@ static int run(mf_stop *m, const char *const *pieces, size_t n, char *out, size_
     if (hit < 0) {
         const char *o;
         size_t ol;
-        mf_stop_flush(m, &o, &ol);
+        CHECK(mf_stop_flush(m, &o, &ol) == MF_OK);
         if (len + ol < cap) memcpy(out + len, o, ol), len += ol;
     }
     out[len] = 0;
@@ -75,8 +75,15 @@ static void test_utf8(void) {
     CHECK(strcmp(out, "caf\xC3\xA9!\xE2\x82\xAC\xF0\x9F\x98\x80") == 0);
     CHECK(steps[0] == 3 && steps[1] == 3 && steps[2] == 0 && steps[3] == 3 && steps[4] == 0 && steps[5] == 4);
     mf_stop_reset(m);
-    const char *p2[] = {"\x80\x80x", "\xFF"}; /* invalid bytes pass through */
-    CHECK(run(m, p2, 2, out, sizeof out, steps) == -1 && steps[0] == 3 && steps[1] == 1);
+    const char *p2[] = {"\x80\x80x", "\xFF"}; /* each invalid byte becomes U+FFFD */
+    CHECK(run(m, p2, 2, out, sizeof out, steps) == -1 && steps[0] == 7 && steps[1] == 3);
+    CHECK(strcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBDx\xEF\xBF\xBD") == 0);
+    mf_stop_reset(m);
+    const char *p6[] = {"ab\xF0\x9F"}; /* cut off inside a character: the flush shows U+FFFD */
+    CHECK(run(m, p6, 1, out, sizeof out, steps) == -1 && steps[0] == 2 && strcmp(out, "ab\xEF\xBF\xBD") == 0);
+    mf_stop_reset(m);
+    const char *p7[] = {"\xE0\x80\xAF", "\xED\xA0\x80"}; /* overlong form and surrogate are invalid */
+    CHECK(run(m, p7, 2, out, sizeof out, steps) == -1 && steps[0] == 9 && steps[1] == 9);
     mf_stop_free(m);
 
     /* A stop string with a multibyte character, split inside the character. */
@@ -151,7 +158,7 @@ static void test_random(void) {
         if (hit < 0) {
             const char *o;
             size_t ol;
-            mf_stop_flush(m, &o, &ol);
+            CHECK(mf_stop_flush(m, &o, &ol) == MF_OK);
             memcpy(out + len, o, ol), len += ol;
         }
         fails += hit != want || len != best || memcmp(out, text, len) != 0;

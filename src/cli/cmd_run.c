@@ -6,6 +6,7 @@
 #include "cli/sample_args.h"
 #include "chat/chat.h"
 #include "model/model.h"
+#include "sample/gen.h"
 #include "tok/tokenizer.h"
 
 #include <jansson.h>
@@ -130,6 +131,14 @@ static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
     return -1;
 }
 
+static const char *reason_text(mf_stop_reason r) {
+    switch (r) {
+    case MF_STOP_EOG: return "end of generation";
+    case MF_STOP_STRING: return "stop string";
+    default: return "length";
+    }
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts o;
     mf_cli_sample_opts so;
@@ -143,8 +152,8 @@ int cmd_run(int argc, char **argv) {
     mf_model *m = NULL;
     mf_context *c = NULL;
     mf_tokenizer *tok = NULL;
-    mf_sampler *smp = NULL;
-    mf_tok_stream *stream = NULL;
+    mf_gen *gen = NULL;
+    bool context_full = false;
     char *stdin_text = NULL, *text = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -201,11 +210,9 @@ int cmd_run(int argc, char **argv) {
 
     what = "sampler";
     mf_sampler_vocab sv = mf_cli_sample_vocab(tok, mf_model_n_vocab(m), n_ctx);
-    if ((st = mf_sampler_create(&so.params, &sv, &smp))) goto fail;
-    mf_cli_sample_report(stderr, smp);
-    if ((st = mf_tok_stream_create(tok, 0, &stream))) goto fail;
-    if ((st = mf_tok_stream_set_stops(stream, so.stop, so.n_stop))) goto fail;
-    for (size_t i = 0; i < n_ids; i++) mf_sampler_accept(smp, ids[i]);
+    if ((st = mf_gen_create(&so.params, (const char *const *)so.stop, so.n_stop, so.n_predict, &sv, &gen))) goto fail;
+    mf_cli_sample_report(stderr, mf_gen_sampler(gen));
+    if ((st = mf_gen_prompt(gen, ids, n_ids))) goto fail;
 
     what = "prefill";
     double tp = mf_time_s();
@@ -213,56 +220,45 @@ int cmd_run(int argc, char **argv) {
     if ((st = mf_context_decode(c, &b))) goto fail;
     double prefill_s = mf_time_s() - tp;
 
+    /* The shared generation loop: sample, stop checks, text safe to show (gen.h). */
     what = "generation";
     double tg = mf_time_s();
-    long long n_gen = 0;
     int32_t pos = (int32_t)n_ids;
-    const char *reason = "length";
+    mf_stop_reason reason = MF_STOP_NONE;
+    const char *piece;
+    size_t len;
     for (;;) {
-        if (so.n_predict >= 0 && n_gen >= so.n_predict) break;
         int32_t t;
-        if ((st = mf_sampler_sample(smp, mf_context_logits(c, 0), &t))) goto fail;
-        mf_sampler_accept(smp, t);
-        n_gen++;
-        if (mf_tokenizer_is_eog(tok, t)) {
-            reason = "end of generation";
-            break;
-        }
-        const char *piece;
-        size_t len;
-        if ((st = mf_tok_stream_push(stream, t, &piece, &len))) goto fail;
+        if ((st = mf_gen_next(gen, mf_context_logits(c, 0), &t, &piece, &len, &reason))) goto fail;
         fwrite(piece, 1, len, stdout);
         fflush(stdout);
-        if (mf_tok_stream_stopped(stream) >= 0) {
-            reason = "stop string";
-            break;
-        }
-        if (so.n_predict >= 0 && n_gen >= so.n_predict) break;
+        if (reason != MF_STOP_NONE) break;
         if (pos + 1 >= n_ctx) {
-            reason = "context full";
+            if ((st = mf_gen_finish(gen, &piece, &len))) goto fail;
+            fwrite(piece, 1, len, stdout);
+            reason = MF_STOP_LENGTH;
+            context_full = true;
             break;
         }
         b = (mf_batch){.n_tokens = 1, .tokens = &t};
         if ((st = mf_context_decode(c, &b))) goto fail;
         pos++;
     }
-    const char *rest;
-    size_t rest_len;
-    if (mf_tok_stream_flush(stream, &rest, &rest_len) == MF_OK) fwrite(rest, 1, rest_len, stdout);
+    long long n_gen = (long long)mf_gen_n_generated(gen);
     fputc('\n', stdout);
     fflush(stdout);
     double gen_s = mf_time_s() - tg;
     fprintf(stderr, "\nminfer: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s "
                     "(%s) | %d threads\n",
             load_s, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, n_gen,
-            gen_s > 0 ? (double)n_gen / gen_s : 0.0, reason, mf_context_n_threads(c));
+            gen_s > 0 ? (double)n_gen / gen_s : 0.0, context_full ? "context full" : reason_text(reason),
+            mf_context_n_threads(c));
     rc = 0;
     goto done;
 fail:
     cli_error_status(st, what);
 done:
-    mf_tok_stream_free(stream);
-    mf_sampler_free(smp);
+    mf_gen_free(gen);
     mf_context_free(c);
     mf_tokenizer_free(tok);
     mf_model_free(m);

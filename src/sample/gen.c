@@ -110,8 +110,7 @@ mf_status mf_gen_next(mf_gen *g, const float *logits, int32_t *token, const char
         else if (g->n_predict > 0 && g->n_gen >= g->n_predict) *reason = MF_STOP_LENGTH;
     }
     if (*reason == MF_STOP_EOG || *reason == MF_STOP_LENGTH) {
-        mf_stop_flush(g->stop, &o, &ol);
-        if ((st = out_put(g, &used, o, ol))) return st;
+        if ((st = mf_stop_flush(g->stop, &o, &ol)) || (st = out_put(g, &used, o, ol))) return st;
     }
     if (*reason != MF_STOP_NONE) g->ended = true;
     *text = g->out ? g->out : "";
@@ -119,9 +118,9 @@ mf_status mf_gen_next(mf_gen *g, const float *logits, int32_t *token, const char
     return MF_OK;
 }
 
-void mf_gen_finish(mf_gen *g, const char **text, size_t *len) {
+mf_status mf_gen_finish(mf_gen *g, const char **text, size_t *len) {
     g->ended = true;
-    mf_stop_flush(g->stop, text, len);
+    return mf_stop_flush(g->stop, text, len);
 }
 
 mf_sampler *mf_gen_sampler(mf_gen *g) { return g->smp; }

@@ -44,7 +44,7 @@ mf_status mf_gen_next(mf_gen *g, const float *logits, int32_t *token, const char
                       mf_stop_reason *reason);
 
 /* End the generation from outside (context full, interrupted): the held-back text, as mf_stop_flush. */
-void mf_gen_finish(mf_gen *g, const char **text, size_t *len);
+mf_status mf_gen_finish(mf_gen *g, const char **text, size_t *len);
 
 mf_sampler *mf_gen_sampler(mf_gen *g);
 /* Tokens generated since creation or reset. */

@@ -17,6 +17,8 @@ struct mf_stop {
     char *buf; /* buf[0..emitted) was returned last call; buf[emitted..used) is held */
     size_t cap, used, emitted;
     bool done;
+    unsigned char partial[4]; /* the bytes of an incomplete UTF-8 character, not yet in buf */
+    size_t n_partial;
 };
 
 const char *mf_stop_reason_str(mf_stop_reason r) {
@@ -65,18 +67,65 @@ void mf_stop_free(mf_stop *m) {
     free(m);
 }
 
-void mf_stop_reset(mf_stop *m) { m->used = m->emitted = 0, m->done = false; }
+void mf_stop_reset(mf_stop *m) { m->used = m->emitted = m->n_partial = 0, m->done = false; }
 
-/* Move cut back to the start of a UTF-8 sequence that is not complete within b[0..cut). Invalid
- * bytes (stray continuation bytes, 0xF8..0xFF) pass as single bytes. */
-static size_t utf8_cut(const unsigned char *b, size_t cut) {
-    for (size_t k = 1; k <= 4 && k <= cut; k++) {
-        unsigned c = b[cut - k];
-        if ((c & 0xC0) == 0x80) continue;
-        size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        return need > k ? cut - k : cut;
+/* Length of the UTF-8 character that b[0..n) starts: its full length when n covers it, 0 when it
+ * is a valid but incomplete prefix, -1 when b[0..n) can never be a valid character (overlong
+ * forms, surrogates and code points past U+10FFFF included). */
+static int utf8_state(const unsigned char *b, size_t n) {
+    unsigned c = b[0];
+    int len;
+    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return -1;
+    for (size_t i = 1; i < n && i < (size_t)len; i++) {
+        unsigned x = b[i];
+        if (i == 1 ? (x < lo || x > hi) : (x & 0xC0) != 0x80) return -1;
     }
-    return cut;
+    return n >= (size_t)len ? len : 0;
+}
+
+static const char REPLACEMENT[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+static mf_status buf_put(mf_stop *m, const void *p, size_t n) {
+    size_t need;
+    if (!mf_add_size(m->used, n, &need)) return mf_fail(MF_ERR_NOMEM, "stop matcher: %zu bytes overflow", n);
+    if (need > m->cap) {
+        size_t ncap = MF_MAX(need, m->cap * 2);
+        char *nb = mf_realloc(m->buf, ncap);
+        if (!nb) return MF_ERR_NOMEM;
+        m->buf = nb, m->cap = ncap;
+    }
+    memcpy(m->buf + m->used, p, n);
+    m->used += n;
+    return MF_OK;
+}
+
+/* Append bytes to buf as whole, valid UTF-8 characters: an incomplete character waits in
+ * m->partial, a sequence that can never be valid becomes U+FFFD and its next byte is examined again. */
+static mf_status put_utf8(mf_stop *m, const unsigned char *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        m->partial[m->n_partial++] = b[i];
+        while (m->n_partial) {
+            int st = utf8_state(m->partial, m->n_partial);
+            if (st == 0) break;
+            size_t used = st > 0 ? (size_t)st : 1;
+            mf_status e = st > 0 ? buf_put(m, m->partial, used) : buf_put(m, REPLACEMENT, 3);
+            if (e) return e;
+            memmove(m->partial, m->partial + used, m->n_partial - used);
+            m->n_partial -= used;
+        }
+    }
+    return MF_OK;
 }
 
 mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out, size_t *out_len, int *matched) {
@@ -87,17 +136,9 @@ mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out
     memmove(m->buf, m->buf + m->emitted, m->used - m->emitted);
     m->used -= m->emitted;
     m->emitted = 0;
-    size_t need;
-    if (!mf_add_size(m->used, n, &need)) return mf_fail(MF_ERR_NOMEM, "stop matcher: %zu bytes overflow", n);
-    if (need > m->cap) {
-        size_t ncap = MF_MAX(need, m->cap * 2);
-        char *nb = mf_realloc(m->buf, ncap);
-        if (!nb) return MF_ERR_NOMEM;
-        m->buf = nb, m->cap = ncap;
-        *out = m->buf;
-    }
-    if (n) memcpy(m->buf + m->used, bytes, n);
-    m->used += n;
+    mf_status st = put_utf8(m, (const unsigned char *)bytes, n);
+    *out = m->buf;
+    if (st) return st;
 
     /* The first stop string to be completed wins, whatever the split into feeds; among those ending
      * at the same byte, the one starting earliest, then the first given. */
@@ -112,7 +153,7 @@ mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out
         if (best >= 0) {
             *matched = best;
             *out_len = end - m->len[best];
-            m->emitted = m->used = 0;
+            m->emitted = m->used = m->n_partial = 0;
             m->done = true;
             return MF_OK;
         }
@@ -125,19 +166,28 @@ mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out
                 hold = h;
                 break;
             }
-    size_t cut = utf8_cut((const unsigned char *)b, used - hold);
-    m->emitted = cut;
-    *out_len = cut;
+    m->emitted = used - hold;
+    *out_len = used - hold;
     return MF_OK;
 }
 
-void mf_stop_flush(mf_stop *m, const char **out, size_t *out_len) {
+mf_status mf_stop_flush(mf_stop *m, const char **out, size_t *out_len) {
     *out = m->buf;
     *out_len = 0;
-    if (m->done) return;
+    if (m->done) return MF_OK;
     memmove(m->buf, m->buf + m->emitted, m->used - m->emitted);
-    *out_len = m->used - m->emitted;
-    m->used = m->emitted = 0;
+    m->used -= m->emitted;
+    m->emitted = 0;
+    /* A character cut off by the end of generation shows as U+FFFD, never as half a character. */
+    if (m->n_partial) {
+        m->n_partial = 0;
+        mf_status st = buf_put(m, REPLACEMENT, 3);
+        *out = m->buf;
+        if (st) return st;
+    }
+    *out_len = m->used;
+    m->used = 0;
+    return MF_OK;
 }
 
 bool mf_stop_is_eog_text(const char *text, size_t len) {

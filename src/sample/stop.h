@@ -3,10 +3,10 @@
  * token texts.
  *
  * The matcher sees the decoded bytes as they come (any split: a stop string may span several
- * tokens, a token may end inside a UTF-8 character). It returns only bytes that can no longer be
- * part of a stop string and that end on a whole UTF-8 character; it holds back the rest until the
- * next bytes decide. So a stop string never appears in the output, and neither does half a
- * character. It may sit behind the tokenizer's streaming decoder or take raw token bytes; both work.
+ * tokens, a token may end inside a UTF-8 character). It returns only valid UTF-8 that can no
+ * longer be part of a stop string; it holds back the rest until the next bytes decide. A byte
+ * sequence that can never be valid UTF-8 becomes U+FFFD. So a stop string never appears in the
+ * output, and neither does half a character. It may sit behind the tokenizer's streaming decoder or take raw token bytes; both work.
  *
  * Generation loop (one matcher per sequence):
  *   mf_stop_feed(m, piece, len, &out, &n, &hit);  print out[0..n);
@@ -47,8 +47,9 @@ void mf_stop_reset(mf_stop *m);
  * rest is dropped, and later feeds return nothing. MF_ERR_NOMEM only. */
 mf_status mf_stop_feed(mf_stop *m, const char *bytes, size_t n, const char **out, size_t *out_len, int *matched);
 
-/* Generation ended another way: return every held byte (an incomplete UTF-8 tail included). */
-void mf_stop_flush(mf_stop *m, const char **out, size_t *out_len);
+/* Generation ended another way: return everything held back; an incomplete UTF-8 character at the
+ * end becomes U+FFFD. MF_ERR_NOMEM only. */
+mf_status mf_stop_flush(mf_stop *m, const char **out, size_t *out_len);
 
 /* Whether a special token's text is one of the usual end-of-generation markers ("<|im_end|>",
  * "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", ...): with the EOS and EOT ids from the

@@ -96,7 +96,8 @@ mf_status mf_tokenizer_decode(const mf_tokenizer *tok, const int32_t *ids, size_
 
 /* Streaming decoder for generated tokens. push() returns the text that is now safe to show: only
  * complete UTF-8 characters (a sequence that can never complete becomes U+FFFD), and, when stop
- * strings are set, never text that could be the start of a stop string. When a stop string
+ * strings are set, never text that could be the start of a stop string (the matcher of
+ * sample/stop.h: the first stop string to be completed wins). When a stop string
  * appears, the text before it is returned, mf_tok_stream_stopped() gives its index, and later
  * pushes return nothing. The returned pointer is valid until the next call on the stream. Pushing
  * allocates nothing once the stream's buffers have grown to the longest token and stop string. */
