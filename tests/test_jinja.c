@@ -77,6 +77,7 @@ static void test_errors(void) {
         {"{% raw %}no end", MF_ERR_FORMAT, "endraw"},
         {"{{ '\\x4' }}", MF_ERR_FORMAT, "truncated"},
         {"{% macro m(a=1, b) %}{% endmacro %}", MF_ERR_FORMAT, "non-default argument"},
+        {"{{ l[::, x] }}", MF_ERR_UNSUPPORTED, "tuple subscript"},
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cases); i++) {
         mf_chat_template *t = NULL;

@@ -221,6 +221,8 @@ static jnode *parse_postfix(P *p, jnode *n) {
             }
             expect_op(p, ']');
             if (items.n == 0) pfail(p, MF_ERR_FORMAT, line, "empty subscript");
+            for (int k = 0; items.n > 1 && k < items.n; k++)
+                if (items.v[k]->kind == JN_SLICE) pfail(p, MF_ERR_UNSUPPORTED, line, "slices inside a tuple subscript ([a:b, c]) are not supported");
             jnode *g = mk(p, JN_GETITEM, line);
             g->a = n;
             if (items.n == 1 && items.v[0]->kind == JN_SLICE) {
