@@ -235,6 +235,12 @@ int jinja_find_func(const char *name); /* global function id, -1 if none */
 jv jinja_call_func(jctx *c, int fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw);
 jv jinja_call_method(jctx *c, jv self, const char *name, jv *args, int nargs, const char **kwn, jv *kwv, int nkw);
 bool jinja_has_method(jv self, const char *name, size_t n);
+/* String operations shared by filters and methods (jinja_filters.c): upper/lower map code points,
+ * strip takes Python whitespace or a set of characters (chars not a string), replace count < 0 = all. */
+jv jinja_str_upper(jctx *c, jv str);
+jv jinja_str_lower(jctx *c, jv str);
+jv jinja_str_strip(jctx *c, jv str, jv chars, bool left, bool right);
+jv jinja_str_replace(jctx *c, jv str, jv old, jv new_, int64_t count);
 jv jinja_apply_filter(jctx *c, jscope *s, const char *name, jv v, jv *args, int nargs);
 bool jinja_apply_test(jctx *c, const char *name, jv v, jv *args, int nargs);
 

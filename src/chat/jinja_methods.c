@@ -11,10 +11,6 @@
 
 #define MAX_RANGE 100000 /* Jinja's sandbox limit on range() */
 
-jv jinja_str_upper(jctx *c, jv str);
-jv jinja_str_lower(jctx *c, jv str);
-jv jinja_str_strip(jctx *c, jv str, jv chars, bool left, bool right);
-jv jinja_str_replace(jctx *c, jv str, jv old, jv new_, int64_t count);
 
 enum { F_RANGE, F_NAMESPACE, F_DICT, F_RAISE, F_STRFTIME, F_COUNT };
 static const char *const func_names[F_COUNT] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
