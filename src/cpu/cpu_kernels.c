@@ -2,6 +2,7 @@
  * path where it matters for agreement: activations quantized per row to the weight's dot type,
  * RMSNorm sums in double, RoPE angles by repeated multiplication, softmax sums in double. */
 #include "cpu/cpu.h"
+#include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
 
 #include <math.h>
@@ -16,6 +17,15 @@ static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_d
     *act = mf_type_get_traits(t)->vec_dot_type;
     *quant = *act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row(*act);
     return *dot && (*act == MF_TYPE_F32 || *quant);
+}
+
+mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t) {
+#if defined(__x86_64__)
+    mf_simd_level l = mf_simd_active_level();
+    if (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512) return mf_cpu_ordered_dot_avx2(t);
+#endif
+    (void)t;
+    return NULL;
 }
 
 bool mf_cpu_type_supported(mf_type t) {
@@ -94,6 +104,8 @@ void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const 
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
     if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
+    mf_vec_dot_fn ordered = mf_cpu_ordered_dot(w->type);
+    if (ordered) m.dot = ordered, m.gemm = NULL; /* llama.cpp's float order: bit-identical outputs */
     if (m.quant) {
         m.act = work;
         m.act_row = mf_row_size(act, w->ne[0]);

@@ -1,15 +1,20 @@
 /* trace.c: collects node statistics into a jansson document; written once at the end. At most
- * MAX_RUNS forward passes are recorded so a long generation keeps the file small. */
+ * MAX_RUNS forward passes are recorded so a long generation keeps the file small. With
+ * MINFER_DUMP_DIR set as well, each traced node's values (real tokens only) are also written as raw
+ * f32 to DIR/<run>_<node id>_<name>.f32, for comparing activations with another engine. */
 #include "graph/trace.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_RUNS 256
 
 struct mf_trace {
     char *path;
+    const char *dump_dir; /* MINFER_DUMP_DIR or NULL */
     json_t *root, *runs, *cur_nodes, *cur_run;
     int32_t n_real, n_graph_tokens;
 };
@@ -28,6 +33,8 @@ mf_status mf_trace_create(const char *path, mf_trace **out) {
         free(t);
         return mf_fail(MF_ERR_NOMEM, "trace: out of memory");
     }
+    const char *dd = getenv("MINFER_DUMP_DIR");
+    t->dump_dir = dd && *dd ? dd : NULL;
     json_object_set_new(t->root, "format", json_string("minfer-trace"));
     json_object_set_new(t->root, "version", json_integer(1));
     json_object_set(t->root, "runs", t->runs);
@@ -67,6 +74,20 @@ void mf_trace_begin(mf_trace *t, const mf_graph *g, const char *kind, int32_t n_
 /* JSON has no NaN/Inf: such values are written as null (the counts say why). */
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+/* Best effort: a debugging aid, so a file that cannot be written is skipped silently. */
+static void dump_node(const mf_trace *t, const mf_node *n, int32_t id, int64_t count) {
+    char path[1024];
+    int len = snprintf(path, sizeof path, "%s/%03zu_%04d_", t->dump_dir, json_array_size(t->runs) - 1, (int)id);
+    if (len < 0 || (size_t)len >= sizeof path) return;
+    for (const char *c = n->name; *c && (size_t)len + 5 < sizeof path; c++)
+        path[len++] = (*c == '/' || *c == ' ' || *c == '(' || *c == ')') ? '_' : *c;
+    memcpy(path + len, ".f32", 5);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(n->data, sizeof(float), (size_t)count, f);
+    fclose(f);
+}
+
 void mf_trace_node(void *ud, const mf_graph *g, int32_t id) {
     mf_trace *t = ud;
     const mf_node *n = &g->nodes[id];
@@ -89,6 +110,7 @@ void mf_trace_node(void *ud, const mf_graph *g, int32_t id) {
         sum += v;
         sq += v * v;
     }
+    if (t->dump_dir && n->type == MF_TYPE_F32) dump_node(t, n, id, count);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(id));
     json_object_set_new(o, "name", json_string(n->name));
