@@ -12,6 +12,18 @@ mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t);
 
 #if defined(__x86_64__)
 mf_vec_dot_fn mf_cpu_ordered_dot_avx2(mf_type t); /* AVX2 + FMA + F16C required */
+/* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp. */
+void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
+/* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */
+float mf_cpu_dot_f32_ord_avx2(const float *x, const float *y, int64_t n);
+/* x[c] = exp(x[c] - mx) for c < n; the double sum of per-16 float sums. */
+double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx);
+/* out[hd] = sum over c < nc of p[c] * v[c * v_stride + d], 16 lanes by cell; acc: 16 * hd floats. */
+void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_stride, int64_t hd, float *acc,
+                        float *out);
 #endif
+
+/* Whether the ordered float kernels above are in use (x86 with AVX2 and not MINFER_ISA=scalar). */
+bool mf_cpu_ordered_float(void);
 
 #endif /* MF_CPU_DOT_ORDER_H */

@@ -237,6 +237,84 @@ static float dot_q6_K(int64_t n, const void *vw, const void *va) {
     return hsum8(acc);
 }
 
+/* ---- float kernels of attention and the FFN, in llama.cpp's AVX-512 order ----
+ * exp: llama.cpp's vector exp (round x / ln2 to n with the 1.5 * 2^23 trick, reduce by ln2 split in
+ * two, degree-5 polynomial, scale by 2^n), written per lane; |n| > 192 gives 0 or infinity. */
+static inline float exp_ord(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+}
+
+/* Sum of 16 floats as _mm512_reduce_add_ps adds them: halves, quarters, then pairs. */
+static inline float reduce16(const float *a) {
+    float t8[8], t4[4];
+    for (int i = 0; i < 8; i++) t8[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) t4[i] = t8[i + 4] + t8[i];
+    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + exp_ord(0.0f - a[i])) * b[i];
+}
+
+/* x . y: four 16-lane accumulators over steps of 64, combined (0+2, 1+3, then 0+1) and reduced;
+ * a tail below 64 is added in order with fma. */
+float mf_cpu_dot_f32_ord_avx2(const float *x, const float *y, int64_t n) {
+    float acc[4][16] = {{0}};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+        acc[0][l] += acc[1][l];
+    }
+    float s = reduce16(acc[0]);
+    for (int64_t i = np; i < n; i++) s = fmaf(x[i], y[i], s);
+    return s;
+}
+
+/* e[c] = exp(x[c] - mx) in place; returns the sum in double of each 16-entry chunk's float sum
+ * (entries past n count as zeros). */
+double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx) {
+    double sum = 0.0;
+    for (int64_t c0 = 0; c0 < n; c0 += 16) {
+        float v[16];
+        for (int l = 0; l < 16; l++) {
+            int64_t c = c0 + l;
+            v[l] = c < n ? (x[c] = exp_ord(x[c] - mx)) : 0.0f;
+        }
+        sum += (double)reduce16(v);
+    }
+    return sum;
+}
+
+/* out[d] = sum_c p[c] * v_c[d] as llama.cpp's F32 GEMM over V^T adds it: lane c % 16 accumulates
+ * its cells in order with fma, the 16 lanes are reduced at the end. acc: 16 * hd floats. */
+void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_stride, int64_t hd, float *acc,
+                        float *out) {
+    memset(acc, 0, (size_t)(16 * hd) * sizeof(float));
+    for (int64_t c = 0; c < nc; c++) {
+        if (p[c] == 0.0f) continue;
+        const float *vr = v + (size_t)c * v_stride;
+        float *a = acc + (c & 15) * hd;
+        for (int64_t d = 0; d < hd; d++) a[d] = fmaf(vr[d], p[c], a[d]);
+    }
+    for (int64_t d = 0; d < hd; d++) {
+        float l[16];
+        for (int k = 0; k < 16; k++) l[k] = acc[k * hd + d];
+        out[d] = reduce16(l);
+    }
+}
+
 mf_vec_dot_fn mf_cpu_ordered_dot_avx2(mf_type t) {
     switch (t) {
     case MF_TYPE_Q4_0: return dot_q4_0;

@@ -19,10 +19,18 @@ static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_d
     return *dot && (*act == MF_TYPE_F32 || *quant);
 }
 
-mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t) {
+bool mf_cpu_ordered_float(void) {
 #if defined(__x86_64__)
     mf_simd_level l = mf_simd_active_level();
-    if (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512) return mf_cpu_ordered_dot_avx2(t);
+    return l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512;
+#else
+    return false;
+#endif
+}
+
+mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t) {
+#if defined(__x86_64__)
+    if (mf_cpu_ordered_float()) return mf_cpu_ordered_dot_avx2(t);
 #endif
     (void)t;
     return NULL;
@@ -162,8 +170,9 @@ void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64
         int32_t b = rp->mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
         float c = cs[2 * i], s = cs[2 * i + 1];
         float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        /* the contraction llama.cpp's compiled rotation performs: bit-identical results */
+        x[a] = fmaf(x0, c, -(x1 * s));
+        x[b] = fmaf(x0, s, x1 * c);
     }
 }
 
@@ -172,6 +181,12 @@ void mf_cpu_silu(const float *x, float *y, int64_t n) {
 }
 
 void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n) {
+#if defined(__x86_64__)
+    if (mf_cpu_ordered_float()) {
+        mf_cpu_swiglu_ord_avx2(a, b, y, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
@@ -240,8 +255,46 @@ static const float *kv_head_row(const mf_kv_cache *kv, const uint8_t *region, in
     return buf;
 }
 
+#if defined(__x86_64__)
+/* F32 cache, llama.cpp's order (no flash attention): scores K.q as its F32 dot, softmax with its
+ * vector exp and per-16 sums, then V^T . p as its F32 GEMM. One head at a time. */
+static void attention_ordered(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                              const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
+    const int32_t nc = kv->n_active;
+    const size_t stride = kv->row_bytes / sizeof(float);
+    float acc[16 * MF_MAX_HEAD_DIM];
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t t = u / nh, h = u % nh, kvh = h / group;
+        float *o = out + u * hd;
+        if (seq[t] < 0) {
+            memset(o, 0, (size_t)hd * sizeof(float));
+            continue;
+        }
+        const float *qh = q + u * hd;
+        const float *K = (const float *)kv->k[ap->layer] + (size_t)kvh * hd, *V = (const float *)kv->v[ap->layer] + (size_t)kvh * hd;
+        float mx = -INFINITY;
+        for (int32_t c = 0; c < nc; c++) {
+            bool vis = kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
+            scores[c] = vis ? mf_cpu_dot_f32_ord_avx2(K + (size_t)c * stride, qh, hd) * ap->scale : -INFINITY;
+            if (scores[c] > mx) mx = scores[c];
+        }
+        double sum = mf_cpu_softmax_exp_ord_avx2(scores, nc, mx);
+        const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        for (int32_t c = 0; c < nc; c++) scores[c] *= inv;
+        mf_cpu_pv_ord_avx2(scores, nc, V, stride, hd, acc, o);
+    }
+}
+#endif
+
 void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                       const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+#if defined(__x86_64__)
+    if (kv->type == MF_TYPE_F32 && mf_cpu_ordered_float()) {
+        attention_ordered(ap, kv, q, pos, seq, out, u0, u1, scores);
+        return;
+    }
+#endif
     mf_cpu_init_tables();
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
