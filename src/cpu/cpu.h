@@ -37,6 +37,10 @@ size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt);
  * dispatched dot per (o, t); threads split the output rows. */
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work);
+/* The same, where only the first nt_real of the nt rows are real tokens (the rest pad a bucket):
+ * the real count decides which of llama.cpp's kernel orders each row follows. */
+void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
+                        int64_t nt_real, void *work);
 void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);
 
 /* out[t] = dequantized row ids[t] of table (ne[0] values each). */

@@ -328,3 +328,80 @@ mf_vec_dot_fn mf_cpu_ordered_dot_avx2(mf_type t) {
     default: return NULL;
     }
 }
+
+/* ---- llama.cpp's repacked Q4_0 / Q4_K (8 weight rows interleaved) ----
+ * Each output is one float lane: per block, fma(exact integer block sum, d_w * d_a, acc); Q4_K
+ * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
+ * and returns acc - acc_min. */
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+static float dot_q4_0_rp(int64_t n, const void *vw, const void *va) {
+    const mf_block_q4_0 *w = vw;
+    const mf_block_q8_0 *a = va;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = _mm256_sub_epi8(nib32(w[i].qs), _mm256_set1_epi8(8));
+        acc = fmaf((float)hsum_i32(lanes_ss(q, load32(a[i].qs))), h2f(w[i].d) * h2f(a[i].d), acc);
+    }
+    return acc;
+}
+
+static float dot_q4_K_rp(int64_t n, const void *vw, const void *va) {
+    const mf_block_q4_K *w = vw;
+    const mf_block_q8_K *a = va;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(w[i].scales, sc, mn);
+        __m256i sum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i bits = load32(w[i].qs + 32 * c);
+            const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+            sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
+                                                         k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1])));
+        }
+        acc = fmaf((float)hsum_i32(sum), h2f(w[i].d) * a[i].d, acc);
+        accm = fmaf((float)k4_min_sum(mn, a[i].bsums), h2f(w[i].dmin) * a[i].d, accm);
+    }
+    return acc - accm;
+}
+
+/* Q4_K in llama.cpp's repacked GEMM (tokens in groups of four): the same two chains, but one fma
+ * per 64 values (a pair of sub-blocks) instead of one per super-block. */
+static float dot_q4_K_rp4(int64_t n, const void *vw, const void *va) {
+    const mf_block_q4_K *w = vw;
+    const mf_block_q8_K *a = va;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(w[i].scales, sc, mn);
+        const float d = h2f(w[i].d) * a[i].d, dm = h2f(w[i].dmin) * a[i].d;
+        const int16_t *bs = a[i].bsums;
+        for (int c = 0; c < 4; c++) {
+            const __m256i bits = load32(w[i].qs + 32 * c);
+            const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+            const __m256i s = _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
+                                               k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1]));
+            const int32_t m = (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) +
+                              (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+            acc = fmaf((float)hsum_i32(s), d, acc);
+            accm = fmaf((float)m, dm, accm);
+        }
+    }
+    return acc - accm;
+}
+
+mf_vec_dot_fn mf_cpu_repacked_dot_avx2(mf_type t, bool grouped) {
+    switch (t) {
+    case MF_TYPE_Q4_0: return dot_q4_0_rp;
+    case MF_TYPE_Q4_K: return grouped ? dot_q4_K_rp4 : dot_q4_K_rp;
+    default: return NULL;
+    }
+}

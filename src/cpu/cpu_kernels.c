@@ -36,6 +36,16 @@ mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t) {
     return NULL;
 }
 
+mf_vec_dot_fn mf_cpu_ordered_dot_for(const mf_weight *w, bool grouped) {
+#if defined(__x86_64__)
+    if (mf_cpu_ordered_float() && (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
+        return mf_cpu_repacked_dot_avx2(w->type, grouped);
+#else
+    (void)grouped;
+#endif
+    return mf_cpu_ordered_dot(w->type);
+}
+
 bool mf_cpu_type_supported(mf_type t) {
     mf_type act;
     mf_quantize_fn q;
@@ -61,6 +71,8 @@ typedef struct {
     mf_quantize_fn quant;
     mf_vec_dot_fn dot;
     mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
+    mf_vec_dot_fn dot_grouped; /* the dot for tokens t < n_grouped (llama.cpp's GEMM order) */
+    int64_t n_grouped;
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -97,9 +109,10 @@ static void mm_dot(void *arg, int ith, int nth) {
         for (int64_t t = 0; t < m->nt; t++) {
             const uint8_t *a = m->act + (size_t)t * m->act_row;
             float *yt = m->y + t * N;
+            const mf_vec_dot_fn dot = t < m->n_grouped ? m->dot_grouped : m->dot;
             for (int64_t o = ob; o < oe; o++) {
                 const uint8_t *wr = (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes;
-                float v = m->dot(K, wr, a);
+                float v = dot(K, wr, a);
                 yt[o] = bias ? v + bias[o] : v;
             }
         }
@@ -108,12 +121,21 @@ static void mm_dot(void *arg, int ith, int nth) {
 
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work) {
+    mf_cpu_matmul_rows(pool, w, b, x, y, nt, nt, work);
+}
+
+void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
+                        int64_t nt_real, void *work) {
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
     if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
-    mf_vec_dot_fn ordered = mf_cpu_ordered_dot(w->type);
+    mf_vec_dot_fn ordered = mf_cpu_ordered_dot_for(w, false);
     if (ordered) m.dot = ordered, m.gemm = NULL; /* llama.cpp's float order: bit-identical outputs */
+    if (ordered && nt_real > 3) {
+        m.dot_grouped = mf_cpu_ordered_dot_for(w, true);
+        m.n_grouped = nt_real - nt_real % 4;
+    }
     if (m.quant) {
         m.act = work;
         m.act_row = mf_row_size(act, w->ne[0]);
