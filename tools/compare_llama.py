@@ -31,7 +31,7 @@ def load_avg():
     try:
         return open("/proc/loadavg").read().split()[0]
     except OSError:
-        return "?"
+        return "nan"
 
 
 def make_model(args, shape, qtype):
@@ -95,9 +95,42 @@ def stats(samples):
     return mean, sd
 
 
+def render(results, started, loads, args):
+    """The markdown table. Best-of columns beside the means: on a shared machine other work only ever
+    slows a run down, so the fastest repetition is the least disturbed one."""
+    lines = [f"minfer vs llama.cpp, {started}; threads {args.t}; {args.rounds} rounds x {args.r} repetitions per "
+             f"program, alternating; 1-minute load average during the run: {min(loads, key=float)}.."
+             f"{max(loads, key=float)} "
+             f"({os.cpu_count()} CPUs)", ""]
+    lines += ["| model | test | minfer t/s | llama.cpp t/s | ratio | best minfer | best llama.cpp | ratio of best "
+              "| minfer achieved (best) | minfer peak RSS | llama.cpp peak RSS |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for path, res in results.items():
+        mf = res.get("minfer", {"tests": {}})
+        ll = res.get("llama.cpp", {"tests": {}})
+        for tname, e in mf["tests"].items():
+            m_mean, m_sd = stats(e["samples"])
+            m_best = max(e["samples"])
+            row = e["row"]
+            per_tok = row["macs_per_token"] if row["n_prompt"] else row["bytes_per_token"]
+            ach = f"{per_tok * m_best / 1e9:.1f} {'GMAC/s' if row['n_prompt'] else 'GB/s'}"
+            if tname in ll["tests"]:
+                ls = ll["tests"][tname]["samples"]
+                l_mean, l_sd = stats(ls)
+                l_best = max(ls)
+                lcol, ratio = f"{l_mean:.2f} ± {l_sd:.2f}", f"{m_mean / l_mean:.2f}x"
+                lbest, rbest = f"{l_best:.2f}", f"{m_best / l_best:.2f}x"
+                lrss = f"{ll['rss'] / 2**20:.0f} MiB"
+            else:
+                lcol = ratio = lbest = rbest = lrss = "-"
+            lines.append(f"| {os.path.basename(path)} | {tname} | {m_mean:.2f} ± {m_sd:.2f} | {lcol} | {ratio} | "
+                         f"{m_best:.2f} | {lbest} | {rbest} | {ach} | {mf['rss'] / 2**20:.0f} MiB | {lrss} |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--minfer", required=True, help="the minfer binary")
+    ap.add_argument("--minfer", help="the minfer binary")
     ap.add_argument("--llama-bench", help="a llama-bench binary (omit to measure minfer only)")
     ap.add_argument("--shape", action="append", help="tools/mkmodel.py shape (repeatable; default qwen2-0.5b)")
     ap.add_argument("--types", default="Q4_0,Q8_0,Q4_K_M", help="comma-separated minfer quantize types")
@@ -115,7 +148,13 @@ def main():
     ap.add_argument("--peak-gmacs", type=float, help="passed to minfer bench (GMAC/s)")
     ap.add_argument("--out", help="also write the markdown table here")
     ap.add_argument("--json", help="write every sample of both programs here")
+    ap.add_argument("--from-json", help="print the table of an earlier run's --json file and exit")
     args = ap.parse_args()
+    if args.from_json:
+        d = json.load(open(args.from_json))
+        args.t, args.rounds, args.r = d["args"]["t"], d["args"]["rounds"], d["args"]["r"]
+        print(render(d["results"], d["started"], d["loads"], args))
+        return
     args.minfer = os.path.abspath(args.minfer)
 
     models = list(args.model)
@@ -154,27 +193,7 @@ def main():
                     e["samples"] += t["samples_ts"]
                     e["row"] = t
 
-    lines = [f"minfer vs llama.cpp, {started}; threads {args.t}; {args.rounds} rounds x {args.r} repetitions per "
-             f"program, alternating; 1-minute load average during the run: {min(loads)}..{max(loads)} "
-             f"({os.cpu_count()} CPUs)", ""]
-    hdr = "| model | test | minfer t/s | llama.cpp t/s | ratio | minfer achieved | minfer peak RSS | llama.cpp peak RSS |"
-    lines += [hdr, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for path, res in results.items():
-        mf = res.get("minfer", {"tests": {}})
-        ll = res.get("llama.cpp", {"tests": {}})
-        for tname, e in mf["tests"].items():
-            m_mean, m_sd = stats(e["samples"])
-            row = e["row"]
-            ach = (f"{row['achieved_gmacs']:.0f} GMAC/s" if row["n_prompt"] else f"{row['achieved_gbs']:.1f} GB/s")
-            if tname in ll["tests"]:
-                l_mean, l_sd = stats(ll["tests"][tname]["samples"])
-                lcol, ratio = f"{l_mean:.2f} ± {l_sd:.2f}", f"{m_mean / l_mean:.2f}x"
-                lrss = f"{ll['rss'] / 2**20:.0f} MiB"
-            else:
-                lcol, ratio, lrss = "-", "-", "-"
-            lines.append(f"| {os.path.basename(path)} | {tname} | {m_mean:.2f} ± {m_sd:.2f} | {lcol} | {ratio} | {ach} | "
-                         f"{mf['rss'] / 2**20:.0f} MiB | {lrss} |")
-    table = "\n".join(lines)
+    table = render(results, started, loads, args)
     print(table)
     if args.out:
         with open(args.out, "w") as f:
@@ -182,6 +201,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"started": started, "loads": loads, "minfer_cmd": mf_cmd, "llama_cmd": ll_cmd,
+                       "args": {"t": args.t, "rounds": args.rounds, "r": args.r},
                        "results": results}, f, indent=1)
 
 

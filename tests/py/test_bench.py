@@ -169,3 +169,35 @@ def test_mkmodel_files_read_back(tiny):
     assert list(out.shape) == [64, 1024] and out.tensor_type == gguf.GGMLQuantizationType.F16
     r = subprocess.run([BIN, "tokenize", tiny[False], "hello"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_compare_script_with_stand_in_peer(tmp_path):
+    """tools/compare_llama.py end to end on a fixture, with `minfer bench` standing in for llama-bench
+    (it takes the same flags and prints the same JSON fields), so the ratio and RSS columns are filled."""
+    peer = tmp_path / "fake-llama-bench"
+    peer.write_text(f'#!/bin/sh\nexec "{os.path.abspath(BIN)}" bench --mem-bw 50 --peak-gmacs 800 "$@"\n')
+    peer.chmod(0o755)
+    out_md, out_json = tmp_path / "t.md", tmp_path / "t.json"
+    r = subprocess.run([sys.executable, os.path.join(SRC, "tools", "compare_llama.py"), "--minfer", BIN,
+                        "--llama-bench", str(peer), "--model", MODEL, "-p", "8", "-n", "4", "-t", "1", "-r", "1",
+                        "--rounds", "2", "--mem-bw", "50", "--peak-gmacs", "800", "--out", str(out_md),
+                        "--json", str(out_json)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert head[:5] == ["model", "test", "minfer t/s", "llama.cpp t/s", "ratio"]
+    assert [row["test"] for row in rows] == ["pp8", "tg4"]
+    d = json.load(open(out_json))
+    res = d["results"][MODEL]
+    for row in rows:
+        mf = res["minfer"]["tests"][row["test"]]["samples"]
+        ll = res["llama.cpp"]["tests"][row["test"]]["samples"]
+        assert len(mf) == len(ll) == 2  # one repetition in each of two rounds
+        assert float(row["ratio"].rstrip("x")) == pytest.approx(np.mean(mf) / np.mean(ll), rel=0.01)
+        assert float(row["ratio of best"].rstrip("x")) == pytest.approx(max(mf) / max(ll), rel=0.01)
+        assert row["minfer peak RSS"].endswith("MiB") and row["llama.cpp peak RSS"].endswith("MiB")
+    assert res["minfer"]["rss"] > 1 << 20 and res["llama.cpp"]["rss"] > 1 << 20
+    assert open(out_md).read().strip() == r.stdout.strip()
+    # The table again from the JSON alone.
+    r2 = subprocess.run([sys.executable, os.path.join(SRC, "tools", "compare_llama.py"), "--from-json", str(out_json)],
+                        capture_output=True, text=True, timeout=60)
+    assert r2.returncode == 0 and r2.stdout.strip() == r.stdout.strip(), r2.stderr
