@@ -1,12 +1,17 @@
 /* test_quant_model.c: the model quantizer as a library (also under the sanitizers): mini-qwen2.F32
  * quantized to Q4_K_M with 3 threads gives llama.cpp's fixture tensor for tensor (types and bytes)
- * and keeps the metadata; planning refuses requantization; a cancelled run leaves no file. */
+ * and keeps the metadata; the planned types of every file type, with and without pure and with the
+ * output / token embedding overrides, are the ones llama-quantize chose for the fixture models, in its
+ * tensor order; planning refuses requantization and bad override types; a cancelled run leaves no
+ * file. */
 #include "test.h"
 #include "core/core.h"
 #include "gguf/gguf.h"
 #include "quant/qmodel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static int progress_calls;
@@ -49,14 +54,133 @@ static void test_q4_k_m(const char *out) {
     mf_gguf_free(in);
 }
 
+/* llama-quantize's choices for mini-qwen2 / mini-qwen3 (2 layers, GQA 2), as "name=TYPE" exceptions
+ * to the base type of the 2-D weights (1-D tensors stay F32). HEAD is output.weight, or the tied
+ * token_embd.weight of qwen3; a bare name like attn_v means that kind in every layer. */
+static const struct {
+    const char *ftype, *base, *special;
+} rule_cases[] = {
+    {"F32", "F32", ""},
+    {"F16", "F16", ""},
+    {"BF16", "BF16", ""},
+    {"Q8_0", "Q8_0", ""},
+    {"Q6_K", "Q6_K", ""},
+    {"Q4_0", "Q4_0", "HEAD=Q6_K"},
+    {"Q4_1", "Q4_1", "HEAD=Q6_K"},
+    {"Q5_0", "Q5_0", "HEAD=Q6_K"},
+    {"Q5_1", "Q5_1", "HEAD=Q6_K"},
+    {"Q2_K", "Q2_K", "HEAD=Q6_K attn_v=Q3_K ffn_down=Q3_K attn_output=Q3_K"},
+    {"Q3_K_S", "Q3_K", "HEAD=Q6_K"},
+    {"Q3_K_M", "Q3_K", "HEAD=Q6_K attn_v=Q5_K ffn_down=Q4_K attn_output=Q4_K"},
+    {"Q3_K", "Q3_K", "HEAD=Q6_K attn_v=Q5_K ffn_down=Q4_K attn_output=Q4_K"},
+    {"Q3_K_L", "Q3_K", "HEAD=Q6_K attn_v=Q5_K ffn_down=Q5_K attn_output=Q5_K"},
+    {"Q4_K_S", "Q4_K", "HEAD=Q6_K attn_v=Q5_K"},
+    {"Q4_K_M", "Q4_K", "HEAD=Q6_K blk.1.attn_v=Q6_K blk.1.ffn_down=Q6_K"},
+    {"Q4_K", "Q4_K", "HEAD=Q6_K blk.1.attn_v=Q6_K blk.1.ffn_down=Q6_K"},
+    {"Q5_K_S", "Q5_K", "HEAD=Q6_K"},
+    {"Q5_K_M", "Q5_K", "HEAD=Q6_K blk.1.attn_v=Q6_K blk.1.ffn_down=Q6_K"},
+    {"Q5_K", "Q5_K", "HEAD=Q6_K blk.1.attn_v=Q6_K blk.1.ffn_down=Q6_K"},
+};
+
+/* The type `special` gives tensor `name` (key HEAD, the name without ".weight", or its kind), else
+ * base. */
+static mf_type expected_type(const mf_gguf_tensor *t, bool tied, const char *base, const char *special) {
+    int dims = 0;
+    for (int d = 0; d < MF_GGUF_MAX_DIMS; d++) dims += t->ne[d] > 1;
+    if (dims < 2) return MF_TYPE_F32;
+    char stem[128];
+    snprintf(stem, sizeof stem, "%s", t->name);
+    char *dot = strstr(stem, ".weight");
+    if (dot) *dot = 0;
+    const char *kind = !strncmp(stem, "blk.", 4) && strchr(stem + 4, '.') ? strchr(stem + 4, '.') + 1 : NULL;
+    const bool head = !strcmp(t->name, tied ? "token_embd.weight" : "output.weight");
+    const char *found = NULL;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", special);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        *eq = 0;
+        if ((head && !strcmp(tok, "HEAD")) || (!head && !strcmp(tok, stem))) found = eq + 1;
+        else if (!head && !found && kind && !strcmp(tok, kind)) found = eq + 1;
+    }
+    mf_type type = MF_TYPE_COUNT;
+    CHECK(mf_type_from_name(found ? found : base, &type));
+    return type;
+}
+
+static void check_plan(const mf_gguf *g, bool tied, const char *ftype, const mf_quant_rules *rules, const char *base,
+                       const char *special) {
+    const int64_t n = mf_gguf_n_tensors(g);
+    mf_type *types = malloc((size_t)n * sizeof *types);
+    int64_t *order = malloc((size_t)n * sizeof *order);
+    const mf_status s = mf_quant_plan(g, mf_quant_ftype_find(ftype), rules, types, order);
+    CHECKF(s == MF_OK, "%s: %s", ftype, mf_last_error());
+    for (int64_t i = 0; s == MF_OK && i < n; i++) {
+        const mf_gguf_tensor *t = mf_gguf_tensor_at(g, i);
+        const mf_type want = expected_type(t, tied, base, special);
+        CHECKF(types[i] == want, "%s%s: %s is %s, llama-quantize gives %s", ftype, rules && rules->pure ? " pure" : "",
+               t->name, mf_type_name(types[i]), mf_type_name(want));
+    }
+    free(types);
+    free(order);
+}
+
+static void test_rules(const char *model, bool tied) {
+    char path[128];
+    snprintf(path, sizeof path, "models/mini-%s.F32.gguf", model);
+    mf_gguf *g = NULL, *ref = NULL;
+    CHECK(mf_gguf_open(fixture(path), &g) == MF_OK);
+    snprintf(path, sizeof path, "models/mini-%s.Q4_0.gguf", model);
+    CHECK(mf_gguf_open(fixture(path), &ref) == MF_OK);
+    if (!g || !ref) goto done;
+    const mf_quant_rules pure = {.pure = true};
+    for (size_t c = 0; c < MF_ARRAY_LEN(rule_cases); c++) {
+        check_plan(g, tied, rule_cases[c].ftype, NULL, rule_cases[c].base, rule_cases[c].special);
+        check_plan(g, tied, rule_cases[c].ftype, &pure, rule_cases[c].base, "");
+    }
+    /* the overrides (as llama-quantize applies them): the output type also reaches tied embeddings
+     * through the rules, so not with pure; both apply to float file types */
+    const mf_quant_rules out_q8 = {.set_output_type = true, .output_type = MF_TYPE_Q8_0};
+    const mf_quant_rules pure_out_q8 = {.pure = true, .set_output_type = true, .output_type = MF_TYPE_Q8_0};
+    const mf_quant_rules both = {.set_output_type = true, .output_type = MF_TYPE_Q4_0, .set_token_embd_type = true,
+                                 .token_embd_type = MF_TYPE_Q5_1};
+    check_plan(g, tied, "Q4_K_M", &out_q8, "Q4_K", "HEAD=Q8_0 blk.1.attn_v=Q6_K blk.1.ffn_down=Q6_K");
+    check_plan(g, tied, "Q4_0", &pure_out_q8, "Q4_0", tied ? "" : "HEAD=Q8_0");
+    check_plan(g, tied, "F16", &both, "F16", tied ? "HEAD=Q5_1" : "HEAD=Q4_0 token_embd=Q5_1");
+
+    /* the output order is llama-quantize's (its Q4_0 fixture): by layer, non-layer tensors first, then name */
+    const int64_t n = mf_gguf_n_tensors(g);
+    mf_type *types = malloc((size_t)n * sizeof *types);
+    int64_t *order = malloc((size_t)n * sizeof *order);
+    CHECK(mf_gguf_n_tensors(ref) == n);
+    if (mf_quant_plan(g, mf_quant_ftype_find("Q4_0"), NULL, types, order) == MF_OK && mf_gguf_n_tensors(ref) == n) {
+        for (int64_t k = 0; k < n; k++)
+            CHECKF(!strcmp(mf_gguf_tensor_at(g, order[k])->name, mf_gguf_tensor_at(ref, k)->name),
+                   "%s: tensor %lld is %s, llama.cpp writes %s", model, (long long)k,
+                   mf_gguf_tensor_at(g, order[k])->name, mf_gguf_tensor_at(ref, k)->name);
+    }
+
+    /* override types minfer cannot write are refused by name */
+    const mf_quant_rules bad = {.set_output_type = true, .output_type = MF_TYPE_Q8_K};
+    CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q4_0"), &bad, types, NULL) == MF_ERR_ARG);
+    CHECK(strstr(mf_last_error(), "Q8_K") != NULL);
+    const mf_quant_rules bad2 = {.set_token_embd_type = true, .token_embd_type = (mf_type)MF_TYPE_COUNT + 3};
+    CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q4_0"), &bad2, types, NULL) == MF_ERR_ARG);
+    free(types);
+    free(order);
+done:
+    mf_gguf_free(g);
+    mf_gguf_free(ref);
+}
+
 static void test_refusals(const char *out) {
     mf_gguf *g = NULL;
     CHECK(mf_gguf_open(fixture("models/mini-qwen3.Q8_0.gguf"), &g) == MF_OK);
     if (g) {
         mf_type *types = malloc((size_t)mf_gguf_n_tensors(g) * sizeof *types);
-        CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q8_0"), types) == MF_OK); /* copy: same types */
+        CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q8_0"), NULL, types, NULL) == MF_OK); /* copy: same types */
         for (int64_t i = 0; i < mf_gguf_n_tensors(g); i++) CHECK(types[i] == mf_gguf_tensor_at(g, i)->type);
-        CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q4_K_M"), types) == MF_ERR_UNSUPPORTED);
+        CHECK(mf_quant_plan(g, mf_quant_ftype_find("Q4_K_M"), NULL, types, NULL) == MF_ERR_UNSUPPORTED);
         CHECK(strstr(mf_last_error(), "already quantized") != NULL);
         free(types);
         mf_gguf_free(g);
@@ -77,6 +201,8 @@ int main(void) {
     CHECK(fd >= 0);
     if (fd >= 0) close(fd);
     test_q4_k_m(out);
+    test_rules("qwen2", false);
+    test_rules("qwen3", true);
     test_refusals(out);
     unlink(out);
     return test_summary("test_quant_model");

@@ -1,7 +1,7 @@
 /* qmodel.c: the model quantizer behind `minfer quantize`: plans every tensor's type (qmodel_plan.c),
- * copies the metadata, then converts tensor by tensor with a pool of threads over chunks of rows and
- * streams each result into the GGUF writer, which renames its temporary file over the output only
- * when everything is written. */
+ * copies the metadata, then converts tensor by tensor (in llama.cpp's output order) with a pool of
+ * threads over chunks of rows and streams each result into the GGUF writer, which renames its
+ * temporary file over the output only when everything is written. */
 #include "quant/qmodel.h"
 #include "core/core.h"
 
@@ -94,6 +94,14 @@ static bool is_split_key(const char *key) {
 
 static uint64_t tensor_rows(const mf_gguf_tensor *t) { return (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]); }
 
+/* Dimensions as GGUF writers count them (ggml_n_dims): trailing sizes of 1 are dropped, at least 1. */
+static uint32_t written_dims(const mf_gguf_tensor *t) {
+    uint32_t n = 1;
+    for (uint32_t d = 1; d < MF_GGUF_MAX_DIMS; d++)
+        if (t->ne[d] != 1) n = d + 1;
+    return n;
+}
+
 mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_quant_params *p, mf_quant_stats *stats) {
     if (!p || !p->ftype || !in_path || !out_path) return mf_fail(MF_ERR_ARG, "mf_quant_model: missing argument");
     const double t0 = mf_time_s();
@@ -101,6 +109,7 @@ mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_qua
     mf_gguf *g = NULL;
     mf_gguf_writer *w = NULL;
     mf_type *types = NULL;
+    int64_t *order = NULL;
     uint8_t *buf = NULL;
     worker *workers = NULL;
     int n_threads = p->n_threads > 0 ? MF_MIN(p->n_threads, MAX_THREADS) : default_threads();
@@ -112,11 +121,12 @@ mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_qua
     }
     const int64_t n = mf_gguf_n_tensors(g);
     types = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *types);
-    if (!types) {
+    order = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    if (!types || !order) {
         s = MF_ERR_NOMEM;
         goto done;
     }
-    if ((s = mf_quant_plan(g, p->ftype, types)) != MF_OK) goto done;
+    if ((s = mf_quant_plan(g, p->ftype, &p->rules, types, order)) != MF_OK) goto done;
 
     /* output buffer for the largest converted tensor, one f32 row of scratch per thread */
     size_t max_out = 0;
@@ -153,16 +163,17 @@ mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_qua
     }
     if (s == MF_OK) s = mf_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (s == MF_OK) s = mf_gguf_writer_set_u32(w, "general.file_type", p->ftype->file_type);
-    for (int64_t i = 0; i < n && s == MF_OK; i++) {
-        const mf_gguf_tensor *t = mf_gguf_tensor_at(g, i);
-        s = mf_gguf_writer_add_tensor(w, t->name, types[i], t->n_dims, t->ne);
+    for (int64_t k = 0; k < n && s == MF_OK; k++) {
+        const mf_gguf_tensor *t = mf_gguf_tensor_at(g, order[k]);
+        s = mf_gguf_writer_add_tensor(w, t->name, types[order[k]], written_dims(t), t->ne);
     }
     if (s == MF_OK) s = mf_gguf_writer_begin(w, out_path);
     if (s != MF_OK) goto done;
 
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = order[k];
         const mf_gguf_tensor *t = mf_gguf_tensor_at(g, i);
-        mf_quant_progress pr = {i, n, t->name, t->type, types[i], t->ne, false};
+        mf_quant_progress pr = {k, n, t->name, t->type, types[i], t->ne, false};
         if (p->progress) p->progress(p->user, &pr);
         if (p->cancel && *p->cancel) {
             s = mf_fail(MF_ERR_IO, "interrupted");
@@ -179,7 +190,7 @@ mf_status mf_quant_model(const char *in_path, const char *out_path, const mf_qua
         } else {
             st.n_copied++;
         }
-        if ((s = mf_gguf_writer_write_tensor_data(w, i, data, nbytes)) != MF_OK) goto done;
+        if ((s = mf_gguf_writer_write_tensor_data(w, k, data, nbytes)) != MF_OK) goto done;
         st.bytes_in += t->nbytes;
         st.bytes_out += nbytes;
         pr.done = true;
@@ -194,6 +205,7 @@ done:
     free(workers);
     free(buf);
     free(types);
+    free(order);
     mf_gguf_free(g);
     st.seconds = mf_time_s() - t0;
     st.n_threads = n_threads;

@@ -1,7 +1,9 @@
-"""`minfer quantize` end to end: every type from the F32 fixtures against llama.cpp's fixture of the same
-type (per-tensor types, RMSE against the F32 weights, metadata), the Q4_K_M mixture for all three
-architectures, threads, F16 input, atomic output (failures and SIGINT leave nothing under OUT's name),
-and bad arguments."""
+"""`minfer quantize` end to end: with --pure every plain type from the F32 fixtures gives llama.cpp's
+fixture file byte for byte (those fixtures are llama-quantize --pure output), and Q4_K_M without it; by
+default every file type follows llama-quantize's per-tensor rules (types as llama-quantize chose them
+on these models, bytes equal to the fixtures' tensors of the same type); --output-tensor-type and
+--token-embedding-type; the Q4_K_M mixture for all three architectures, threads, F16 input, atomic
+output (failures and SIGINT leave nothing under OUT's name), and bad arguments."""
 import os
 import signal
 import subprocess
@@ -16,9 +18,28 @@ from gguf.quants import dequantize  # noqa: E402
 
 MINFER = os.environ.get("MINFER_BIN", "build/minfer")
 MODELS = Path(os.environ.get("MINFER_FIXTURES", "../shared/fixtures")) / "models"
-TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"]
-LLAMA_FTYPE = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q4_K": 15, "Q4_K_M": 15, "Q5_K": 17,
-               "Q5_K_M": 17, "Q6_K": 18, "F16": 1, "F32": 0, "BF16": 32}
+PURE_FIXTURES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]
+LLAMA_FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3_K_S": 11,
+               "Q3_K": 12, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K": 15, "Q4_K_M": 15, "Q5_K_S": 16,
+               "Q5_K": 17, "Q5_K_M": 17, "Q6_K": 18, "BF16": 32}
+
+# What llama-quantize (without --pure) chose for the 2-D weights of mini-qwen2/mini-qwen3 (2 layers,
+# 4 heads over 2 KV heads): the file type's base type, except for these tensors. HEAD is output.weight,
+# or token_embd.weight for qwen3, whose embeddings are tied. Q3_K, Q4_K and Q5_K are aliases of the
+# _M mixtures. Layer 1 of 2 gets more bits in Q4_K_M/Q5_K_M (use_more_bits: i >= 7n/8).
+BASE = {"Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K",
+        "Q5_K_M": "Q5_K"}
+M_MIX = {"HEAD": "Q6_K", "blk.1.attn_v": "Q6_K", "blk.1.ffn_down": "Q6_K"}
+Q3KM = {"HEAD": "Q6_K", "attn_v": "Q5_K", "ffn_down": "Q4_K", "attn_output": "Q4_K"}
+EXPECTED = {
+    "F32": {}, "F16": {}, "BF16": {}, "Q8_0": {}, "Q6_K": {},
+    "Q4_0": {"HEAD": "Q6_K"}, "Q4_1": {"HEAD": "Q6_K"}, "Q5_0": {"HEAD": "Q6_K"}, "Q5_1": {"HEAD": "Q6_K"},
+    "Q2_K": {"HEAD": "Q6_K", "attn_v": "Q3_K", "ffn_down": "Q3_K", "attn_output": "Q3_K"},
+    "Q3_K_S": {"HEAD": "Q6_K"}, "Q3_K_M": Q3KM, "Q3_K": Q3KM,
+    "Q3_K_L": {"HEAD": "Q6_K", "attn_v": "Q5_K", "ffn_down": "Q5_K", "attn_output": "Q5_K"},
+    "Q4_K_S": {"HEAD": "Q6_K", "attn_v": "Q5_K"}, "Q4_K_M": M_MIX, "Q4_K": M_MIX,
+    "Q5_K_S": {"HEAD": "Q6_K"}, "Q5_K_M": M_MIX, "Q5_K": M_MIX,
+}
 
 
 def quantize(src, dst, qtype, *extra, check=True):
@@ -46,42 +67,114 @@ def as_f32(t):
     return dequantize(t.data, t.tensor_type).astype(np.float64).reshape(-1)
 
 
+def expected_types(model, qtype, reader, special=None):
+    """Per-tensor types by EXPECTED (or `special`) for the tensors of reader: 1-D tensors stay F32."""
+    head = "token_embd.weight" if model == "qwen3" else "output.weight"
+    special = EXPECTED[qtype] if special is None else special
+    want = {}
+    for t in reader.tensors:
+        if len([d for d in t.shape if d > 1]) < 2:
+            want[t.name] = "F32"
+            continue
+        stem = t.name[: -len(".weight")]
+        kind = stem.split(".", 2)[2] if stem.startswith("blk.") else None
+        want[t.name] = special.get("HEAD" if t.name == head else stem, special.get(kind, BASE.get(qtype, qtype)))
+    return want
+
+
+def fixture_tensors(model):
+    """The fixtures' tensors by type and name: llama-quantize's bytes for each type it has a file of."""
+    out = {}
+    for qtype in PURE_FIXTURES + ["F16"]:
+        path = MODELS / f"mini-{model}.{qtype}.gguf"
+        if path.exists():
+            out[qtype] = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    return out
+
+
+def same_bytes(a, b):
+    return np.array_equal(np.asarray(a.data).view(np.uint8).reshape(-1), np.asarray(b.data).view(np.uint8).reshape(-1))
+
+
 @pytest.mark.parametrize("model", ["qwen2", "qwen3"])
-@pytest.mark.parametrize("qtype", TYPES)
-def test_quantize_like_llama_cpp(model, qtype, tmp_path):
-    src = MODELS / f"mini-{model}.F32.gguf"
-    ref_path = MODELS / f"mini-{model}.{qtype}.gguf"
+@pytest.mark.parametrize("qtype", PURE_FIXTURES + ["Q4_K_M"])
+def test_same_file_as_llama_quantize(model, qtype, tmp_path):
+    """The plain-type fixtures are llama-quantize --pure output and Q4_K_M its default: the same bytes,
+    metadata, tensor order (by layer, then name) and alignment padding included."""
     out = tmp_path / "out.gguf"
-    quantize(src, out, qtype)
-    ours, ref, f32 = gguf.GGUFReader(out), gguf.GGUFReader(ref_path), gguf.GGUFReader(src)
+    quantize(MODELS / f"mini-{model}.F32.gguf", out, qtype, *([] if qtype == "Q4_K_M" else ["--pure"]))
+    ref_path = MODELS / f"mini-{model}.{qtype}.gguf"
+    if out.read_bytes() != ref_path.read_bytes():  # say where
+        ours, ref = gguf.GGUFReader(out), gguf.GGUFReader(ref_path)
+        assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors]
+        for a, b in zip(ours.tensors, ref.tensors):
+            assert a.tensor_type == b.tensor_type and same_bytes(a, b), a.name
+        assert metadata(ours) == metadata(ref)
+        pytest.fail("files differ outside tensor data and metadata")
 
-    ref_t = {t.name: t for t in ref.tensors}
-    f32_t = {t.name: t for t in f32.tensors}
-    our_t = {t.name: t for t in ours.tensors}
-    assert set(our_t) == set(f32_t)
-    err_ours = err_ref = 0.0
-    same = total = 0
-    for name, t in our_t.items():
-        assert t.tensor_type == ref_t[name].tensor_type, (name, t.tensor_type.name, ref_t[name].tensor_type.name)
-        assert list(t.shape) == list(f32_t[name].shape), name
-        x = as_f32(f32_t[name])
-        err_ours += float(np.sum((as_f32(t) - x) ** 2))
-        err_ref += float(np.sum((as_f32(ref_t[name]) - x) ** 2))
-        a, b = np.asarray(t.data).view(np.uint8).reshape(-1), np.asarray(ref_t[name].data).view(np.uint8).reshape(-1)
-        same += int(np.sum(a == b))
-        total += a.size
-    ratio = (err_ours / err_ref) ** 0.5 if err_ref else 1.0
-    print(f"{model} {qtype}: RMSE ratio ours/llama.cpp {ratio:.4f}, identical bytes {100.0 * same / total:.2f}%")
-    assert ratio <= 1.02
 
-    # metadata: everything the input had, plus file type and quantization version as llama.cpp sets them
-    m_in, m_out, m_ref = metadata(f32), metadata(ours), metadata(ref)
-    for k, v in m_in.items():
-        if k not in ("general.file_type", "general.quantization_version"):
-            assert m_out.get(k) == v, k
-    assert m_out["general.file_type"] == m_ref["general.file_type"]
-    assert m_out["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
-    assert m_out["general.quantization_version"][1][0] == 2
+@pytest.mark.parametrize("model", ["qwen2", "qwen3"])
+def test_default_rules_like_llama_quantize(model, tmp_path):
+    """Every file type without --pure: llama-quantize's per-tensor types, general.file_type, the input's
+    metadata, and each tensor's bytes equal to llama.cpp's fixture of that type where there is one."""
+    src = MODELS / f"mini-{model}.F32.gguf"
+    f32 = gguf.GGUFReader(src)
+    fixtures = fixture_tensors(model)
+    fixtures["F32"] = {t.name: t for t in f32.tensors}
+    m_in = metadata(f32)
+    checked = 0
+    for qtype in EXPECTED:
+        out = tmp_path / f"{qtype}.gguf"
+        quantize(src, out, qtype.lower() if qtype == "Q5_K_S" else qtype)  # names are case-insensitive
+        ours = gguf.GGUFReader(out)
+        assert {t.name: t.tensor_type.name for t in ours.tensors} == expected_types(model, qtype, ours), qtype
+        for t in ours.tensors:
+            ref = fixtures.get(t.tensor_type.name, {}).get(t.name)
+            if ref is not None:
+                assert same_bytes(t, ref), (qtype, t.name)
+                checked += 1
+        m_out = metadata(ours)
+        assert m_out["general.file_type"][1][0] == LLAMA_FTYPE[qtype], qtype
+        assert m_out["general.quantization_version"][1][0] == 2
+        for k, v in m_in.items():
+            assert m_out.get(k) == v, (qtype, k)
+    assert checked > 200  # most tensors have a fixture to compare with (not Q2_K/Q3_K)
+
+
+def test_pure_every_file_type(tmp_path):
+    """--pure: every 2-D weight in the base type for every file type (mixtures included), file type kept."""
+    src = MODELS / "mini-qwen3.F32.gguf"
+    for qtype in ["Q2_K", "Q3_K_L", "Q4_K_S", "Q5_K_M", "Q4_0", "BF16"]:
+        out = tmp_path / f"{qtype}.gguf"
+        quantize(src, out, qtype, "--pure")
+        ours = gguf.GGUFReader(out)
+        assert {t.name: t.tensor_type.name for t in ours.tensors} == expected_types("qwen3", qtype, ours, {}), qtype
+        assert metadata(ours)["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
+
+
+@pytest.mark.parametrize("model,qtype,opts,special", [
+    ("qwen2", "Q4_0", ["--output-tensor-type", "q8_0", "--token-embedding-type", "Q5_K"],
+     {"HEAD": "Q8_0", "token_embd": "Q5_K"}),
+    ("qwen2", "Q4_K_M", ["--pure", "--output-tensor-type", "Q6_K"], {"HEAD": "Q6_K"}),
+    ("qwen2", "F16", ["--output-tensor-type", "Q4_0", "--token-embedding-type", "q8_0"],
+     {"HEAD": "Q4_0", "token_embd": "Q8_0"}),  # the overrides apply to float file types too
+    # tied embeddings: the output type is the embeddings' type, by the rules (not with --pure)
+    ("qwen3", "Q4_K_M", ["--output-tensor-type", "Q8_0"], dict(M_MIX, HEAD="Q8_0")),
+    ("qwen3", "Q4_0", ["--pure", "--output-tensor-type", "Q8_0"], {}),
+    ("qwen3", "Q4_0", ["--output-tensor-type", "Q8_0", "--token-embedding-type", "Q5_1"], {"HEAD": "Q5_1"}),
+    ("qwen3", "Q5_K_S", ["--pure", "--token-embedding-type", "f16"], {"HEAD": "F16"}),
+])
+def test_type_overrides(model, qtype, opts, special, tmp_path):
+    """llama-quantize's --output-tensor-type / --token-embedding-type (types and bytes as it wrote them)."""
+    out = tmp_path / "out.gguf"
+    quantize(MODELS / f"mini-{model}.F32.gguf", out, qtype, *opts)
+    ours = gguf.GGUFReader(out)
+    assert {t.name: t.tensor_type.name for t in ours.tensors} == expected_types(model, qtype, ours, special)
+    fixtures = fixture_tensors(model)
+    for t in ours.tensors:
+        ref = fixtures.get(t.tensor_type.name, {}).get(t.name)
+        assert ref is None or same_bytes(t, ref), t.name
+    assert metadata(ours)["general.file_type"][1][0] == LLAMA_FTYPE[qtype]
 
 
 def write_f32_model(path, arch, tensors, n_layer, n_head=4, n_head_kv=4):
@@ -194,6 +287,10 @@ def test_bad_arguments(tmp_path):
     src = MODELS / "mini-qwen2.F32.gguf"
     out = tmp_path / "x.gguf"
     for args, code in [([], 2), ([str(src), str(out)], 2), ([str(src), str(out), "Q3_X"], 2),
+                       (["--output-tensor-type", "Q4_K_M", str(src), str(out), "Q4_0"], 2),
+                       (["--token-embedding-type", "IQ4_NL", str(src), str(out), "Q4_0"], 2),
+                       (["--token-embedding-type", "Q8_K", str(src), str(out), "Q4_0"], 2),
+                       ([str(src), str(out), "Q4_0", "--output-tensor-type"], 2),
                        (["-t", "0", str(src), str(out), "Q4_0"], 2), (["--bogus", str(src), str(out), "Q4_0"], 2),
                        ([str(tmp_path / "missing.gguf"), str(out), "Q4_0"], 1)]:
         r = subprocess.run([MINFER, "quantize", *args], capture_output=True, text=True)
@@ -227,33 +324,45 @@ def test_sigint_leaves_no_output(tmp_path):
 
 def test_row_length_fallbacks(tmp_path):
     """Rows that a 256-value super-block does not divide fall back like llama.cpp: Q4_K -> Q5_0,
-    Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 when 32 does not divide them either; a 32-block type has
-    no fallback (an error naming the tensor)."""
+    Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 when 32 does not divide them either (a 32-block type goes
+    to F16 directly); an override type has no fallback (an error naming the tensor)."""
     rng = np.random.default_rng(2)
     src = tmp_path / "odd.F32.gguf"
     write_f32_model(src, "llama", [("blk.0.ffn_up.weight", rng.standard_normal((64, 320), dtype=np.float32)),
                                    ("blk.0.ffn_gate.weight", rng.standard_normal((64, 100), dtype=np.float32)),
                                    ("blk.0.ffn_norm.weight", rng.standard_normal(100, dtype=np.float32))], 1)
-    for qtype, want in [("Q4_K", "Q5_0"), ("Q5_K", "Q5_1"), ("Q6_K", "Q8_0")]:
-        out = tmp_path / f"{qtype}.gguf"
-        quantize(src, out, qtype)
-        types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
-        assert types == {"blk.0.ffn_up.weight": want, "blk.0.ffn_gate.weight": "F16", "blk.0.ffn_norm.weight": "F32"}
-    r = quantize(src, tmp_path / "q4_0.gguf", "Q4_0", check=False)
-    assert r.returncode == 1 and "blk.0.ffn_gate.weight" in r.stderr and "100" in r.stderr
-    assert not (tmp_path / "q4_0.gguf").exists()
+    for qtype, want in [("Q4_K", "Q5_0"), ("Q5_K", "Q5_1"), ("Q6_K", "Q8_0"), ("Q3_K_S", "Q4_0"), ("Q4_0", "Q4_0")]:
+        for pure in [[], ["--pure"]]:
+            out = tmp_path / f"{qtype}.gguf"
+            quantize(src, out, qtype, *pure)
+            types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+            assert types == {"blk.0.ffn_up.weight": want, "blk.0.ffn_gate.weight": "F16",
+                             "blk.0.ffn_norm.weight": "F32"}, (qtype, pure)
+    # llama.cpp's output rule: Q8_0 when the base type's block does not divide the rows
+    src2 = tmp_path / "odd-out.F32.gguf"
+    write_f32_model(src2, "llama", [("output.weight", rng.standard_normal((64, 320), dtype=np.float32)),
+                                    ("token_embd.weight", rng.standard_normal((64, 320), dtype=np.float32))], 1)
+    quantize(src2, tmp_path / "out.gguf", "Q4_K_M")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(tmp_path / "out.gguf").tensors}
+    assert types == {"output.weight": "Q8_0", "token_embd.weight": "Q5_0"}
+    r = quantize(src, tmp_path / "q4_0.gguf", "Q4_0", "--token-embedding-type", "Q4_0", check=False)
+    assert r.returncode == 0  # no token_embd.weight: nothing to override
+    src3 = tmp_path / "odd-embd.F32.gguf"
+    write_f32_model(src3, "llama", [("token_embd.weight", rng.standard_normal((64, 100), dtype=np.float32))], 1)
+    r = quantize(src3, tmp_path / "bad.gguf", "Q8_0", "--token-embedding-type", "Q4_0", check=False)
+    assert r.returncode == 1 and "token_embd.weight" in r.stderr and "100" in r.stderr
+    assert not (tmp_path / "bad.gguf").exists()
 
 
 def test_q2_k_q3_k_and_q3_k_m(tmp_path):
     """No llama.cpp fixture has Q2_K/Q3_K, so: our Q2_K/Q3_K bytes decode (gguf package) to what
-    `minfer dump` gives, the error ranks between the formats as it must, and Q3_K_M follows
-    llama.cpp's rules (attn_v of the first two layers Q5_K, attn_output Q4_K, ffn_down Q4_K)."""
+    `minfer dump` gives and the error ranks between the formats as it must."""
     src = MODELS / "mini-qwen2.F32.gguf"
     f32 = {t.name: as_f32(t) for t in gguf.GGUFReader(src).tensors}
     rmse = {}
     for qtype in ["Q2_K", "Q3_K", "Q4_K"]:
         out = tmp_path / f"{qtype}.gguf"
-        quantize(src, out, qtype)
+        quantize(src, out, qtype, "--pure")
         dump = tmp_path / f"dump-{qtype}"
         subprocess.run([MINFER, "dump", str(out), "--all", "-o", str(dump)], check=True)
         err = n = 0
@@ -267,17 +376,6 @@ def test_q2_k_q3_k_and_q3_k_m(tmp_path):
     rms = (sum(float(np.sum(v ** 2)) for v in f32.values()) / sum(v.size for v in f32.values())) ** 0.5
     assert rmse["Q2_K"] > rmse["Q3_K"] > rmse["Q4_K"]
     assert rmse["Q3_K"] < 0.25 * rms and rmse["Q2_K"] < 0.45 * rms, (rmse, rms)
-
-    out = tmp_path / "q3km.gguf"
-    quantize(src, out, "Q3_K_M")
-    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
-    assert metadata(gguf.GGUFReader(out))["general.file_type"][1][0] == 12
-    for i in range(2):
-        assert types[f"blk.{i}.attn_v.weight"] == "Q5_K"
-        assert types[f"blk.{i}.attn_output.weight"] == "Q4_K"
-        assert types[f"blk.{i}.ffn_down.weight"] == "Q4_K"
-        assert types[f"blk.{i}.ffn_up.weight"] == "Q3_K"
-    assert types["output.weight"] == "Q6_K" and types["token_embd.weight"] == "Q3_K"
 
 
 def test_dry_run_and_in_place(tmp_path):
