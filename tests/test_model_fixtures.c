@@ -6,18 +6,23 @@
  * still give the reference argmax at clear margins. Prints the worst NMSE per weight type. */
 #include "test.h"
 
+#include "cpu/cpu_dot_order.h"
 #include "minfer.h"
 
 #include <stdint.h>
 
 #define N_VOCAB 4096
 #define CLEAR_GAP 0.1f
-/* NMSE bounds. Float weights: the issue's 1e-6. Quantized weights: activations are quantized to
- * Q8 blocks as llama.cpp does, but any last-bit difference in a float op (exp, summation order)
- * can flip one rounding in an activation quantizer, which random weights then amplify; some
- * files match to 1e-14 and others land near 1e-4 (see docs/engine.md). */
+/* NMSE bounds: the issue's 1e-6 for float weights and 1e-4 for quantized ones. On x86 with AVX2
+ * the CPU backend runs the quantized dots, RoPE, SwiGLU and F32-cache attention in llama.cpp's
+ * float operation order (src/cpu/cpu_dot_order_avx2.c), so quantized files match the references
+ * to rounding noise (<= 1e-13 measured): NMSE_EXACT guards that. Elsewhere (other CPUs,
+ * MINFER_ISA=scalar) a last-bit difference in a float op can flip one rounding in an activation
+ * quantizer, which the random weights amplify to ~1e-4 and a little above: 1e-3 there. */
 #define NMSE_FLOAT 1e-6
-#define NMSE_QUANT 1e-3
+#define NMSE_QUANT 1e-4
+#define NMSE_QUANT_UNORDERED 1e-3
+#define NMSE_EXACT 1e-10
 
 static const char *const models[] = {
     "mini-qwen2.F32", "mini-qwen2.F16", "mini-qwen2.Q4_0", "mini-qwen2.Q4_1", "mini-qwen2.Q5_0",
@@ -169,7 +174,8 @@ int main(void) {
         if (st) continue;
         CHECK(mf_model_n_vocab(m) == N_VOCAB);
         bool is_float = strstr(name, ".F32") || strstr(name, ".F16");
-        double bound = is_float ? NMSE_FLOAT : NMSE_QUANT;
+        const bool ordered = mf_cpu_ordered_float();
+        double bound = is_float ? NMSE_FLOAT : ordered ? NMSE_QUANT : NMSE_QUANT_UNORDERED;
         mf_context_params p = mf_context_default_params();
         p.n_ctx = 512;
         p.n_threads = 2;
@@ -195,6 +201,10 @@ int main(void) {
             CHECKF(e_long <= bound, "%s: long prompt NMSE %.3g > %.1g", name, e_long, bound);
             snprintf(rel, sizeof rel, "models/ref/%s.long.greedy.txt", ref_name);
             if (!sanitized) check_greedy(c, name, rel, 32);
+            if (ordered && !is_float)
+                CHECKF(e_short <= NMSE_EXACT && e_long <= NMSE_EXACT,
+                       "%s: NMSE short %.3g long %.3g: no longer llama.cpp's float order (<= %.0g)", name, e_short,
+                       e_long, NMSE_EXACT);
             printf("  %-40s NMSE short %.3g long %.3g\n", name, e_short, e_long);
             note_worst(name, e_short > e_long ? e_short : e_long);
         }
