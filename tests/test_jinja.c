@@ -97,9 +97,13 @@ static void test_errors(void) {
     out = render("\n\n{{ messages[0].content.missing.deeper }}", NULL, NULL, &st);
     CHECKF(st == MF_ERR_FORMAT && strstr(mf_last_error(), "line 3") && strstr(mf_last_error(), "undefined"), "%s", mf_last_error());
     free(out);
-    out = render("{% break %}", NULL, NULL, &st);
-    CHECKF(st == MF_ERR_FORMAT && strstr(mf_last_error(), "outside of a for loop"), "%s", mf_last_error());
-    free(out);
+    static const char *const stray[] = {"{% break %}", "{% for x in l %}{% else %}{% continue %}{% endfor %}",
+                                        "{% for x in l %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(stray); i++) {
+        out = render(stray[i], NULL, NULL, &st);
+        CHECKF(st == MF_ERR_FORMAT && strstr(mf_last_error(), "outside of a for loop"), "%s: %s", stray[i], mf_last_error());
+        free(out);
+    }
 }
 
 /* Hostile templates stop at a limit with an error instead of exhausting the machine. */

@@ -1,5 +1,5 @@
-/* jinja_eval.c: the tree-walking evaluator: scopes (a for-loop iteration, a macro call and a with
- * block each open one; if does not), statements, operators with Python semantics (int/float
+/* jinja_eval.c: the tree-walking evaluator: scopes (a for-loop iteration, a macro call, a with,
+ * filter or set block each open one; if does not), statements, operators with Python semantics (int/float
  * promotion, floor division and modulo, str/list concatenation and repetition), attribute and
  * item access with Jinja's fallbacks, slicing, macros and call blocks, and output capture. */
 #include "chat/jinja.h"
@@ -110,15 +110,23 @@ static void emit_value(jctx *c, jv v) {
 
 static flow exec_body(jctx *c, jscope *s, jnodes body);
 
-/* Run a body with its output captured into a string instead of the template output. */
-static jv capture(jctx *c, jscope *s, jnodes body) {
+/* Run a body with its output captured into a string instead of the template output. A break or
+ * continue inside (a filter or set block in a loop) leaves the block at once and drops its text,
+ * as the inline Python Jinja generates does; *f (may be NULL) reports it. */
+static jv capture_flow(jctx *c, jscope *s, jnodes body, flow *f) {
     size_t start = c->out_len;
-    exec_body(c, s, body);
-    if (c->out_len == start) return jv_strn("", 0);
-    jv r = jv_strn(jarena_strndup(&c->arena, c->out + start, c->out_len - start), c->out_len - start);
+    flow r = exec_body(c, s, body);
+    if (f) *f = r;
+    if (c->out_len == start || r != FLOW_NEXT) {
+        c->out_len = start;
+        return jv_strn("", 0);
+    }
+    jv v = jv_strn(jarena_strndup(&c->arena, c->out + start, c->out_len - start), c->out_len - start);
     c->out_len = start;
-    return r;
+    return v;
 }
+
+static jv capture(jctx *c, jscope *s, jnodes body) { return capture_flow(c, s, body, NULL); }
 
 /* ---- attribute / item access ---- */
 static jv loop_attr(jctx *c, jloop *l, const char *name) {
@@ -655,6 +663,9 @@ static flow exec_for(jctx *c, jscope *s, const jnode *n) {
     jv lv = {.type = JV_LOOP};
     lv.loop = l;
     jscope *is = NULL;
+    /* Jinja runs the else block unless some iteration reached the end of the body: one that
+     * ends in break or continue does not count */
+    bool completed = false;
     for (size_t i = 0; i < items->n; i++) {
         jinja_step(c);
         /* a fresh scope per iteration; the previous one is reused unless a macro captured it */
@@ -663,9 +674,12 @@ static flow exec_for(jctx *c, jscope *s, const jnode *n) {
         l->index0 = i;
         assign(c, is, n->d, items->v[i]);
         jscope_set(c, is, "loop", lv);
-        if (exec_body(c, is, n->args) == FLOW_BREAK) break;
+        flow f = exec_body(c, is, n->args);
+        if (f == FLOW_BREAK) break;
+        if (f == FLOW_NEXT) completed = true;
     }
-    if (items->n == 0 && n->kw.n) exec_body(c, scope_new(c, s), n->kw);
+    /* break/continue in the else block belong to the enclosing loop */
+    if (!completed && n->kw.n) return exec_body(c, scope_new(c, s), n->kw);
     return FLOW_NEXT;
 }
 
@@ -680,8 +694,10 @@ static flow exec_stmt(jctx *c, jscope *s, const jnode *n) {
         return exec_body(c, s, n->kw);
     case JN_FOR: return exec_for(c, s, n);
     case JN_SET: assign(c, s, n->d, jinja_eval(c, s, n->a)); return FLOW_NEXT;
-    case JN_SETBLOCK: {
-        jv v = capture(c, s, n->args);
+    case JN_SETBLOCK: { /* the body has a scope of its own, as filter and with blocks do */
+        flow f;
+        jv v = capture_flow(c, scope_new(c, s), n->args, &f);
+        if (f != FLOW_NEXT) return f;
         if (n->a) v = eval_filter(c, s, n->a, v);
         assign(c, s, n->d, v);
         return FLOW_NEXT;
@@ -703,7 +719,13 @@ static flow exec_stmt(jctx *c, jscope *s, const jnode *n) {
         emit_value(c, call_macro(c, fn.m, a.args, a.n, a.kwn, a.kwv, a.nkw, m));
         return FLOW_NEXT;
     }
-    case JN_FILTERBLOCK: emit_value(c, eval_filter(c, s, n->a, capture(c, s, n->args))); return FLOW_NEXT;
+    case JN_FILTERBLOCK: {
+        flow f;
+        jv v = capture_flow(c, scope_new(c, s), n->args, &f);
+        if (f != FLOW_NEXT) return f;
+        emit_value(c, eval_filter(c, s, n->a, v));
+        return FLOW_NEXT;
+    }
     case JN_WITH: {
         jscope *ws = scope_new(c, s);
         for (int i = 0; i < n->kw.n; i++) jscope_set(c, ws, n->kw_names[i], jinja_eval(c, s, n->kw.v[i]));

@@ -28,6 +28,7 @@ typedef struct {
     tok *t;
     size_t nt, cap, i;
     int depth;
+    int loops; /* for-loop bodies around the statement being parsed, up to the enclosing macro */
 } P;
 
 

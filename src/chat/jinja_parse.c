@@ -584,8 +584,10 @@ static jnode *parse_statement(P *p) {
         n->b = parse_tuple(p, false, false, "recursive", false);
         if (skip_name(p, "if")) n->c = parse_expr(p, true);
         if (is_name(p, "recursive")) pfail(p, MF_ERR_UNSUPPORTED, line, "recursive for loops are not supported");
+        p->loops++;
         n->args = parse_body(p, ends, "for", line);
-        if (skip_name(p, "else")) {
+        p->loops--;
+        if (skip_name(p, "else")) { /* runs when nothing was iterated: not inside this loop */
             n->kw = parse_body(p, endfor, "for", line);
         }
         adv(p);
@@ -613,7 +615,10 @@ static jnode *parse_statement(P *p) {
         jnode *n = mk(p, JN_MACRO, line);
         n->name = expect_name(p);
         parse_signature(p, n);
+        int loops = p->loops; /* a macro body is a function of its own: loops outside do not count */
+        p->loops = 0;
         n->args = parse_body(p, ends, "macro", line);
+        p->loops = loops;
         adv(p);
         return n;
     }
@@ -623,7 +628,10 @@ static jnode *parse_statement(P *p) {
         if (is_op(p, '(')) parse_signature(p, n);
         n->a = parse_expr(p, true);
         if (n->a->kind != JN_CALL) pfail(p, MF_ERR_FORMAT, line, "{%% call %%} expects a macro call");
+        int loops = p->loops;
+        p->loops = 0;
         n->args = parse_body(p, ends, "call", line);
+        p->loops = loops;
         adv(p);
         return n;
     }
@@ -663,7 +671,10 @@ static jnode *parse_statement(P *p) {
         n->a = parse_tuple(p, false, true, NULL, false);
         return n;
     }
-    if (!strcmp(kw, "break") || !strcmp(kw, "continue")) return mk(p, kw[0] == 'b' ? JN_BREAK : JN_CONTINUE, line);
+    if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
+        if (!p->loops) pfail(p, MF_ERR_FORMAT, line, "'%s' outside of a for loop", kw);
+        return mk(p, kw[0] == 'b' ? JN_BREAK : JN_CONTINUE, line);
+    }
     static const char *const unsupported[] = {"extends", "block", "include", "import", "from", "autoescape", "do", "trans", NULL};
     for (int i = 0; unsupported[i]; i++)
         if (!strcmp(kw, unsupported[i])) pfail(p, MF_ERR_UNSUPPORTED, line, "the '%s' tag is not supported in chat templates", kw);

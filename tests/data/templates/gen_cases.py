@@ -48,6 +48,8 @@ CASES = [
     "{% if n > 5 %}big{% elif n > 2 %}mid{% else %}small{% endif %}",
     "{% for x in l %}{{ loop.index }}:{{ loop.index0 }}:{{ loop.revindex }}:{{ loop.revindex0 }}:{{ loop.first }}:{{ loop.last }}:{{ loop.length }}:{{ x }} {% endfor %}",
     "{% for x in l %}{{ loop.previtem }}>{{ x }}<{{ loop.nextitem }} {{ loop.cycle('odd', 'even') }} {% endfor %}",
+    "{% for i in l %}{% break %}{% else %}E1{% endfor %}{% for i in l %}{% continue %}{% else %}E2{% endfor %}{% for i in l %}{% if i == 1 %}{% continue %}{% endif %}{% else %}E3{% endfor %}|{% set x = 1 %}{% filter upper %}{% set x = 2 %}{% endfilter %}{% set y %}{% set x = 3 %}{% endset %}{{ x }}",
+    "{% for i in range(3) %}{{ i }}{% for j in el %}{% else %}{% if i == 1 %}{% break %}{% endif %}{% endfor %}{% endfor %}|{% for i in l %}{% filter upper %}a{% if i == 1 %}{% break %}{% endif %}{% endfilter %}{% set z %}{{ i }}{% continue %}{% endset %}{% endfor %}",
     "{% for x in [] %}x{% else %}empty{% endfor %}|{% for x in l if x > 1 %}{{ x }}{{ loop.length }}{% else %}none{% endfor %}",
     "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|{% for k in d %}{{ k }}{% endfor %}|{% for c in 'héj' %}[{{ c }}]{% endfor %}",
     "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}",
