@@ -1,8 +1,8 @@
 /* test_quant_model.c: the model quantizer as a library (also under the sanitizers): mini-qwen2.F32
  * quantized to Q4_K_M with 3 threads gives llama.cpp's fixture tensor for tensor (types and bytes)
  * and keeps the metadata; the planned types of every file type, with and without pure and with the
- * output / token embedding overrides, are the ones llama-quantize chose for the fixture models, in its
- * tensor order; planning refuses requantization and bad override types; a cancelled run leaves no
+ * output / token embedding overrides, are the ones llama-quantize chose for the fixture models (and
+ * for synthetic llama/falcon/qwen2/MoE models its rules treat differently), in its tensor order; planning refuses requantization and bad override types; a cancelled run leaves no
  * file. */
 #include "test.h"
 #include "core/core.h"
@@ -173,6 +173,174 @@ done:
     mf_gguf_free(ref);
 }
 
+/* Models the fixtures do not cover, as llama-quantize typed them: a 16-layer llama with 4 query heads
+ * per KV head, a 16-layer falcon (fused attn_qkv), an 80-layer qwen2 (llama.cpp's "70B" rule) with
+ * tied embeddings, a qwen2moe with 4 experts stored out of layer order and a llama with 8 experts.
+ * Expected types per layer: 2..6 = Q2_K..Q6_K, 8 = Q8_0, f = F32. */
+typedef struct {
+    const char *arch;
+    uint32_t n_layer, n_head, n_head_kv, n_expert;
+    const char *kinds; /* per-layer weights, space-separated; the "_exps" ones are 3-D */
+    bool output;       /* has output.weight (else tied) */
+} synth_model;
+
+static const synth_model synth_llama16 = {"llama", 16, 4, 1, 0, "attn_v ffn_down attn_output ffn_up", true};
+static const synth_model synth_falcon = {"falcon", 16, 4, 1, 0, "attn_qkv ffn_down attn_output ffn_up", true};
+static const synth_model synth_qwen80 = {"qwen2", 80, 8, 8, 0, "attn_v ffn_down", false};
+static const synth_model synth_moe4 = {"qwen2moe", 3, 4, 4, 4, "ffn_down_exps attn_v", true};
+static const synth_model synth_moe8 = {"llama", 2, 4, 4, 8,
+                                       "attn_v attn_k attn_output ffn_gate_inp ffn_down_exps ffn_up_exps", true};
+
+static mf_status write_synth(const synth_model *m, const char *path) {
+    mf_gguf_writer *w = NULL;
+    mf_status s = mf_gguf_writer_create(&w);
+    char key[96];
+    if (s == MF_OK) s = mf_gguf_writer_set_str(w, "general.architecture", m->arch);
+    const struct {
+        const char *suffix;
+        uint32_t v;
+    } kv[] = {{"block_count", m->n_layer}, {"attention.head_count", m->n_head},
+              {"attention.head_count_kv", m->n_head_kv}, {"expert_count", m->n_expert}};
+    for (size_t i = 0; i < MF_ARRAY_LEN(kv) && s == MF_OK; i++) {
+        snprintf(key, sizeof key, "%s.%s", m->arch, kv[i].suffix);
+        if (kv[i].v) s = mf_gguf_writer_set_u32(w, key, kv[i].v);
+    }
+    /* rows of 256 (every block divides them), 2 rows, 4 experts; file order: layers descending, so
+     * the planner's own ordering is exercised */
+    int64_t ne2[MF_GGUF_MAX_DIMS] = {256, 2, 1, 1}, ne3[MF_GGUF_MAX_DIMS] = {256, 2, 4, 1};
+    size_t nbytes[256];
+    int64_t n = 0;
+    if (s == MF_OK) s = mf_gguf_writer_add_tensor(w, "token_embd.weight", MF_TYPE_F32, 2, ne2);
+    nbytes[n++] = 256 * 2 * sizeof(float);
+    if (s == MF_OK && m->output) {
+        s = mf_gguf_writer_add_tensor(w, "output.weight", MF_TYPE_F32, 2, ne2);
+        nbytes[n++] = 256 * 2 * sizeof(float);
+    }
+    for (int l = (int)m->n_layer - 1; l >= 0 && s == MF_OK; l--) {
+        char kinds[128];
+        snprintf(kinds, sizeof kinds, "%s", m->kinds);
+        for (char *save = NULL, *k = strtok_r(kinds, " ", &save); k && s == MF_OK; k = strtok_r(NULL, " ", &save)) {
+            snprintf(key, sizeof key, "blk.%d.%s.weight", l, k);
+            const bool exps = strstr(k, "_exps") != NULL;
+            MF_ASSERT(n < (int64_t)MF_ARRAY_LEN(nbytes));
+            s = mf_gguf_writer_add_tensor(w, key, MF_TYPE_F32, exps ? 3 : 2, exps ? ne3 : ne2);
+            nbytes[n++] = (exps ? 4 : 1) * 256 * 2 * sizeof(float);
+        }
+    }
+    static const float zeros[256 * 2 * 4];
+    if (s == MF_OK) s = mf_gguf_writer_begin(w, path);
+    for (int64_t i = 0; i < n && s == MF_OK; i++) s = mf_gguf_writer_write_tensor_data(w, i, zeros, nbytes[i]);
+    if (s == MF_OK) s = mf_gguf_writer_finish(w);
+    mf_gguf_writer_free(w);
+    return s;
+}
+
+static mf_type type_of_code(char c) {
+    switch (c) {
+    case '2': return MF_TYPE_Q2_K;
+    case '3': return MF_TYPE_Q3_K;
+    case '4': return MF_TYPE_Q4_K;
+    case '5': return MF_TYPE_Q5_K;
+    case '6': return MF_TYPE_Q6_K;
+    case '8': return MF_TYPE_Q8_0;
+    default: return MF_TYPE_F32;
+    }
+}
+
+/* expect: "token_embd=C output=C kind=CCC..." with one code per layer (layer 0 first) */
+static void check_synth(const synth_model *m, const char *path, const char *ftype, const char *expect) {
+    mf_gguf *g = NULL;
+    CHECK(mf_gguf_open(path, &g) == MF_OK);
+    if (!g) return;
+    const int64_t n = mf_gguf_n_tensors(g);
+    mf_type *types = malloc((size_t)n * sizeof *types);
+    const mf_status s = mf_quant_plan(g, mf_quant_ftype_find(ftype), NULL, types, NULL);
+    CHECKF(s == MF_OK, "%s %s: %s", m->arch, ftype, mf_last_error());
+    int64_t matched = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", expect);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); s == MF_OK && tok; tok = strtok_r(NULL, " ", &save)) {
+        char *codes = strchr(tok, '=');
+        *codes++ = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const char *name = mf_gguf_tensor_at(g, i)->name;
+            int layer = 0;
+            char kind[64] = "";
+            if (sscanf(name, "blk.%d.%63[^.]", &layer, kind) != 2) {
+                snprintf(kind, sizeof kind, "%s", name);
+                *strchr(kind, '.') = 0;
+            }
+            if (strcmp(kind, tok) != 0) continue;
+            MF_ASSERT(layer < (int)strlen(codes));
+            const mf_type want = type_of_code(codes[layer]);
+            CHECKF(types[i] == want, "%s %s: %s is %s, llama-quantize gives %s", m->arch, ftype, name,
+                   mf_type_name(types[i]), mf_type_name(want));
+            matched++;
+        }
+    }
+    CHECKF(s != MF_OK || matched == n, "%s %s: %lld of %lld tensors checked", m->arch, ftype, (long long)matched,
+           (long long)n);
+    free(types);
+    mf_gguf_free(g);
+}
+
+static void test_synthetic(const char *path) {
+    static const struct {
+        const synth_model *model;
+        const char *ftype, *expect;
+    } cases[] = {
+        {&synth_llama16, "Q2_K",
+         "output=6 token_embd=2 attn_output=3333333333333333 attn_v=4444444444444444 ffn_down=3333333333333333 "
+         "ffn_up=2222222222222222"},
+        {&synth_llama16, "Q3_K_M",
+         "output=6 token_embd=3 attn_output=4444444444444444 attn_v=5544444444444444 ffn_down=5444444444444444 "
+         "ffn_up=3333333333333333"},
+        {&synth_llama16, "Q3_K_L",
+         "output=6 token_embd=3 attn_output=5555555555555555 attn_v=5555555555555555 ffn_down=5555555555555555 "
+         "ffn_up=3333333333333333"},
+        {&synth_llama16, "Q4_K_S",
+         "output=6 token_embd=4 attn_output=4444444444444444 attn_v=5555444444444444 ffn_down=5544444444444444 "
+         "ffn_up=4444444444444444"},
+        {&synth_llama16, "Q4_K_M",
+         "output=6 token_embd=4 attn_output=4444444444444444 attn_v=6644644644644666 ffn_down=6644644644644666 "
+         "ffn_up=4444444444444444"},
+        {&synth_falcon, "Q2_K",
+         "output=8 token_embd=2 attn_output=2222222222222222 attn_qkv=4444444444444444 ffn_down=3333333333333333 "
+         "ffn_up=2222222222222222"},
+        {&synth_falcon, "Q3_K_M",
+         "output=8 token_embd=3 attn_output=3333333333333333 attn_qkv=5544444444444444 ffn_down=5433433433433444 "
+         "ffn_up=3333333333333333"},
+        {&synth_falcon, "Q3_K_L",
+         "output=8 token_embd=3 attn_output=4444444444444444 attn_qkv=5555555555555555 ffn_down=4444444444444444 "
+         "ffn_up=3333333333333333"},
+        {&synth_falcon, "Q4_K_M",
+         "output=8 token_embd=4 attn_output=4444444444444444 attn_qkv=6644644644644666 ffn_down=6544544544544555 "
+         "ffn_up=4444444444444444"},
+        {&synth_qwen80, "Q3_K_M",
+         "token_embd=6 attn_v=55555555555555555555555555555555555555555555555555555555555555555555555555555555 "
+         "ffn_down=55555444444444444444444444444444444444444444444444444444444444444444444444444444"},
+        {&synth_qwen80, "Q4_K_M",
+         "token_embd=6 attn_v=66666666665565565565565565565565565565565565565565565565565565565565566666666666 "
+         "ffn_down=66666666664464464464464464464464464464464464464464464464464464464464466666666666"},
+        {&synth_moe4, "Q3_K_M", "output=6 token_embd=3 attn_v=554 ffn_down_exps=444"},
+        {&synth_moe4, "Q4_K_M", "output=6 token_embd=4 attn_v=446 ffn_down_exps=446"},
+        {&synth_moe8, "Q2_K",
+         "output=6 token_embd=2 attn_k=88 attn_output=55 attn_v=88 ffn_down_exps=33 ffn_gate_inp=ff ffn_up_exps=22"},
+        {&synth_moe8, "Q4_K_M",
+         "output=6 token_embd=4 attn_k=88 attn_output=55 attn_v=88 ffn_down_exps=46 ffn_gate_inp=ff ffn_up_exps=44"},
+    };
+    const synth_model *written = NULL;
+    for (size_t c = 0; c < MF_ARRAY_LEN(cases); c++) {
+        if (cases[c].model != written) {
+            const mf_status s = write_synth(cases[c].model, path);
+            CHECKF(s == MF_OK, "%s", mf_last_error());
+            if (s != MF_OK) return;
+            written = cases[c].model;
+        }
+        check_synth(cases[c].model, path, cases[c].ftype, cases[c].expect);
+    }
+}
+
 static void test_refusals(const char *out) {
     mf_gguf *g = NULL;
     CHECK(mf_gguf_open(fixture("models/mini-qwen3.Q8_0.gguf"), &g) == MF_OK);
@@ -203,6 +371,7 @@ int main(void) {
     test_q4_k_m(out);
     test_rules("qwen2", false);
     test_rules("qwen3", true);
+    test_synthetic(out);
     test_refusals(out);
     unlink(out);
     return test_summary("test_quant_model");

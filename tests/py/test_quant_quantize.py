@@ -4,6 +4,7 @@ default every file type follows llama-quantize's per-tensor rules (types as llam
 on these models, bytes equal to the fixtures' tensors of the same type); --output-tensor-type and
 --token-embedding-type; the Q4_K_M mixture for all three architectures, threads, F16 input, atomic
 output (failures and SIGINT leave nothing under OUT's name), and bad arguments."""
+import functools
 import os
 import signal
 import subprocess
@@ -82,8 +83,10 @@ def expected_types(model, qtype, reader, special=None):
     return want
 
 
+@functools.lru_cache(maxsize=None)
 def fixture_tensors(model):
-    """The fixtures' tensors by type and name: llama-quantize's bytes for each type it has a file of."""
+    """The fixtures' tensors by type and name: llama-quantize's bytes for each type it has a file of
+    (read once: the caller must not modify the result)."""
     out = {}
     for qtype in PURE_FIXTURES + ["F16"]:
         path = MODELS / f"mini-{model}.{qtype}.gguf"
@@ -119,8 +122,7 @@ def test_default_rules_like_llama_quantize(model, tmp_path):
     metadata, and each tensor's bytes equal to llama.cpp's fixture of that type where there is one."""
     src = MODELS / f"mini-{model}.F32.gguf"
     f32 = gguf.GGUFReader(src)
-    fixtures = fixture_tensors(model)
-    fixtures["F32"] = {t.name: t for t in f32.tensors}
+    fixtures = dict(fixture_tensors(model), F32={t.name: t for t in f32.tensors})
     m_in = metadata(f32)
     checked = 0
     for qtype in EXPECTED:
