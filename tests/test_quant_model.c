@@ -2,8 +2,8 @@
  * quantized to Q4_K_M with 3 threads gives llama.cpp's fixture tensor for tensor (types and bytes)
  * and keeps the metadata; the planned types of every file type, with and without pure and with the
  * output / token embedding overrides, are the ones llama-quantize chose for the fixture models (and
- * for synthetic llama/falcon/qwen2/MoE models its rules treat differently), in its tensor order; planning refuses requantization and bad override types; a cancelled run leaves no
- * file. */
+ * for synthetic llama/falcon/qwen2/MoE models its rules treat differently), in its tensor order;
+ * planning refuses requantization and bad override types; a cancelled run leaves no file. */
 #include "test.h"
 #include "core/core.h"
 #include "gguf/gguf.h"

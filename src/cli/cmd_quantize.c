@@ -1,8 +1,8 @@
 /* cmd_quantize.c: `minfer quantize [options] IN OUT TYPE`: convert an F32/F16/BF16 GGUF model to a
  * quantized one by llama-quantize's per-tensor rules (src/quant/qmodel.h has them; --pure,
- * --output-tensor-type and --token-embedding-type as in llama-quantize), with a progress line on stderr. The output
- * appears under OUT only when complete; Ctrl-C (SIGINT) or SIGTERM stops the work and removes the
- * temporary file. */
+ * --output-tensor-type and --token-embedding-type as in llama-quantize), with a progress line on
+ * stderr. The output appears under OUT only when complete; Ctrl-C (SIGINT) or SIGTERM stops the work
+ * and removes the temporary file. */
 #include "cli/cli.h"
 #include "quant/qmodel.h"
 
@@ -167,7 +167,12 @@ int cmd_quantize(int argc, char **argv) {
     sigaction(SIGTERM, &sa, &old_term);
 
     progress_state ps = {.tty = isatty(STDERR_FILENO) != 0};
-    mf_quant_params p = {.ftype = ft, .rules = rules, .n_threads = (int)nt, .cancel = &interrupted, .progress = on_progress, .user = &ps};
+    mf_quant_params p = {.ftype = ft,
+                         .rules = rules,
+                         .n_threads = (int)nt,
+                         .cancel = &interrupted,
+                         .progress = on_progress,
+                         .user = &ps};
     mf_quant_stats st;
     const mf_status s = mf_quant_model(pos[0], pos[1], &p, &st);
     if (ps.tty) fputs("\r\033[K", stderr);

@@ -188,7 +188,9 @@ static mf_status rule_type(plan_state *st, const mf_gguf_tensor *t, category cat
         else if (ft == FT_Q3_K_L)
             type = falcon ? MF_TYPE_Q4_K : MF_TYPE_Q5_K;
         else if (ft == FT_Q4_K_M && falcon)
-            type = i_layer < n_layer / 16 ? MF_TYPE_Q6_K : use_more_bits(i_layer, n_layer) ? MF_TYPE_Q5_K : MF_TYPE_Q4_K;
+            type = i_layer < n_layer / 16             ? MF_TYPE_Q6_K
+                   : use_more_bits(i_layer, n_layer) ? MF_TYPE_Q5_K
+                                                     : MF_TYPE_Q4_K;
         else if (ft == FT_Q4_K_M || ft == FT_Q5_K_M) {
             if (use_more_bits(i_layer, n_layer)) type = MF_TYPE_Q6_K;
         } else if (ft == FT_Q4_K_S && !falcon && i_layer < n_layer / 8)
