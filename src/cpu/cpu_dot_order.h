@@ -6,21 +6,27 @@
 #include "graph/graph.h"
 #include "quant/quant.h"
 
-/* The ordered dot of weight type t against its vec_dot_type activations, or NULL where there is
- * none (no such kernel, not x86, the CPU lacks AVX2/FMA/F16C, or MINFER_ISA=scalar). Same
- * signature and inputs as mf_simd_vec_dot(t). */
-mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t);
-/* The ordered dot for this weight: llama.cpp repacks every Q4_0 and Q4_K matmul weight with a
- * multiple of 8 rows (a tied lm_head too: it loads a second copy), and those kernels sum in another order;
- * grouped selects its GEMM order (llama.cpp runs the first n - n % 4 of n > 3 token rows through
- * its GEMM, the rest through its GEMV). */
-mf_vec_dot_fn mf_cpu_ordered_dot_for(const mf_weight *w, bool grouped);
+/* An ordered dot, for one weight row or four (rows w + r * w_stride; out[r]), against one
+ * activation row of the weight type's vec_dot_type, as the activation quantizers write it. */
+typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const void *a, float *out);
+typedef struct mf_cpu_ordered_dots {
+    mf_vec_dot_fn dot;
+    mf_cpu_dot4_fn dot4;
+} mf_cpu_ordered_dots;
+
+/* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
+ * 8-row kernels, whose GEMV and GEMM (token rows in groups of four) differ for Q4_K. */
+enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED_GEMV, MF_ORDER_REPACKED_GEMM };
+
+/* The ordered dots for this weight, or {NULL, NULL} where there are none (no such kernel, not x86,
+ * the CPU lacks AVX2/FMA/F16C, or MINFER_ISA=scalar). llama.cpp repacks every Q4_0 and Q4_K matmul
+ * weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy); grouped selects
+ * its GEMM order (it runs the first n - n % 4 of n > 3 token rows through its GEMM, the rest
+ * through its GEMV). */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped);
 
 #if defined(__x86_64__)
-mf_vec_dot_fn mf_cpu_ordered_dot_avx2(mf_type t); /* AVX2 + FMA + F16C required */
-/* The order of llama.cpp's repacked (8-row interleaved) kernels: Q4_0 and Q4_K only. grouped: the
- * GEMM it runs on tokens in groups of four, otherwise its GEMV (they differ for Q4_K). */
-mf_vec_dot_fn mf_cpu_repacked_dot_avx2(mf_type t, bool grouped);
+mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant); /* AVX2 + FMA + F16C required */
 /* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp. */
 void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
 /* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */

@@ -53,70 +53,77 @@ static inline __m256i bit5_32(const uint8_t *qh) {
 
 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* ---- 32-value blocks ---- */
+/* ---- the dots: one step per block, the same steps for one row or four ----
+ * A step updates one output's state; ORDERED_DOT makes the one-row dot and a four-row variant that
+ * runs four independent chains over the same activation row (each output's order is unchanged). */
+typedef struct {
+    __m256 acc;  /* eight lanes */
+    __m128 accm; /* Q4_K's four minimum lanes */
+    float s, sm; /* scalar chains: minimums, or the repacked kernels' accumulators */
+} ord_state;
 
-static float dot_q8_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q8_0 *w = vw, *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(load32(w[i].qs), load32(a[i].qs))), acc);
+#define ORDERED_DOT(name, WT, AT, BV, STEP, FINISH)                                                        \
+    static inline __attribute__((always_inline)) void name##_n(const int nr, int64_t n, const uint8_t *w,   \
+                                                             size_t ws, const uint8_t *a, float *out) {  \
+        ord_state st[4];                                                                                   \
+        for (int r = 0; r < nr; r++) st[r] = (ord_state){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f, 0.0f}; \
+        for (int64_t i = 0; i < n / (BV); i++) {                                                           \
+            const AT *ab = (const AT *)a + i;                                                              \
+            for (int r = 0; r < nr; r++) STEP((const WT *)(w + (size_t)r * ws) + i, ab, &st[r]);            \
+        }                                                                                                  \
+        for (int r = 0; r < nr; r++) out[r] = FINISH(&st[r]);                                              \
+    }                                                                                                      \
+    static float name(int64_t n, const void *w, const void *a) {                                           \
+        float o;                                                                                           \
+        name##_n(1, n, w, 0, a, &o);                                                                       \
+        return o;                                                                                          \
+    }                                                                                                      \
+    static void name##_x4(int64_t n, const void *w, size_t ws, const void *a, float *out) {                \
+        name##_n(4, n, w, ws, a, out);                                                                     \
     }
-    return hsum8(acc);
-}
 
-static float dot_q4_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-        const __m256i q = _mm256_sub_epi8(nib32(w[i].qs), _mm256_set1_epi8(8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a[i].qs))), acc);
-    }
-    return hsum8(acc);
-}
+static inline float fin_acc(const ord_state *st) { return hsum8(st->acc); }
+static inline float fin_acc_s(const ord_state *st) { return hsum8(st->acc) + st->s; }
+static inline float fin_s(const ord_state *st) { return st->s; }
+static inline float fin_s_sm(const ord_state *st) { return st->s - st->sm; }
 
-static float dot_q5_0(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nib32(w[i].qs), bit5_32(w[i].qh)), _mm256_set1_epi8(16));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a[i].qs))), acc);
-    }
-    return hsum8(acc);
-}
+/* ---- 32-value blocks: acc = fma(d_w * d_a, lanes, acc); Q4_1/Q5_1 minimums as fma(m_w, s_a, summs) */
 
-/* Q4_1: acc = fma(d_w * d_a, lanes, acc); mins summed as fma(m_w, s_a, summs). */
-static float dot_q4_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        summs = fmaf(h2f(w[i].m), h2f(a[i].s), summs);
-        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_us(nib32(w[i].qs), load32(a[i].qs))), acc);
-    }
-    return hsum8(acc) + summs;
+static inline void st_q8_0(const mf_block_q8_0 *w, const mf_block_q8_0 *a, ord_state *st) {
+    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(load32(w->qs), load32(a->qs))), st->acc);
 }
+ORDERED_DOT(dot_q8_0, mf_block_q8_0, mf_block_q8_0, 32, st_q8_0, fin_acc)
 
-/* Q5_1: the same, with the lanes as the first factor of the fma (the product is the same). */
-static float dot_q5_1(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_1 *w = vw;
-    const mf_block_q8_1 *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        summs = fmaf(h2f(w[i].m), h2f(a[i].s), summs);
-        const __m256i q = _mm256_or_si256(nib32(w[i].qs), bit5_32(w[i].qh));
-        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes_us(q, load32(a[i].qs))), d, acc);
-    }
-    return hsum8(acc) + summs;
+static inline void st_q4_0(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
+    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
 }
+ORDERED_DOT(dot_q4_0, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0, fin_acc)
+
+static inline void st_q5_0(const mf_block_q5_0 *w, const mf_block_q8_0 *a, ord_state *st) {
+    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nib32(w->qs), bit5_32(w->qh)), _mm256_set1_epi8(16));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
+}
+ORDERED_DOT(dot_q5_0, mf_block_q5_0, mf_block_q8_0, 32, st_q5_0, fin_acc)
+
+static inline void st_q4_1(const mf_block_q4_1 *w, const mf_block_q8_1 *a, ord_state *st) {
+    st->s = fmaf(h2f(w->m), h2f(a->s), st->s);
+    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_us(nib32(w->qs), load32(a->qs))), st->acc);
+}
+ORDERED_DOT(dot_q4_1, mf_block_q4_1, mf_block_q8_1, 32, st_q4_1, fin_acc_s)
+
+/* Q5_1 puts the lanes first in its fma; the product is the same. */
+static inline void st_q5_1(const mf_block_q5_1 *w, const mf_block_q8_1 *a, ord_state *st) {
+    st->s = fmaf(h2f(w->m), h2f(a->s), st->s);
+    const __m256i q = _mm256_or_si256(nib32(w->qs), bit5_32(w->qh));
+    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    st->acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes_us(q, load32(a->qs))), d, st->acc);
+}
+ORDERED_DOT(dot_q5_1, mf_block_q5_1, mf_block_q8_1, 32, st_q5_1, fin_acc_s)
 
 /* ---- K-quants (256-value super-blocks, Q8_K activations) ---- */
 
@@ -143,98 +150,147 @@ static inline __m256i k_lanes2(__m256i q, const int8_t *a, int16_t s0, int16_t s
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(a)), sc);
 }
 
-/* Q4_K keeps its minimums in four float lanes: lane m gets fma(dmin, mins[2m] * S[2m] +
- * mins[2m+1] * S[2m+1]) with S[j] the activation sum of sub-block j; (m0+m2) + (m1+m3) at the end. */
-static float dot_q4_K(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_K *w = vw;
-    const mf_block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
-        uint8_t sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        const int16_t *bs = a[i].bsums;
-        int32_t m4[4];
-        for (int m = 0; m < 4; m++)
-            m4[m] = (int32_t)mn[2 * m] * (bs[4 * m] + bs[4 * m + 1]) + (int32_t)mn[2 * m + 1] * (bs[4 * m + 2] + bs[4 * m + 3]);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)m4)), accm);
-        __m256i sum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i bits = load32(w[i].qs + 32 * c);
-            const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-            sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
-                                                         k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1])));
+/* Q4_K/Q5_K super-block lanes: sub-blocks 2c and 2c+1 are the low and high nibbles of qs chunk c;
+ * hbit(c, 0/1) gives Q5_K's fifth bits (bit 2c / 2c+1 of qh[k] for value k), zero for Q4_K. */
+static inline __m256i k4_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, const uint8_t sc[8]) {
+    __m256i sum = _mm256_setzero_si256();
+    const __m256i hbits = qh ? load32(qh) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = load32(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c), 4), _mm256_set1_epi8(0x10)));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c + 1), 4), _mm256_set1_epi8(0x10)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a + 64 * c, sc[2 * c]), k_lanes(hi, a + 64 * c + 32, sc[2 * c + 1])));
     }
-    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-    return hsum8(acc) + _mm_cvtss_f32(accm);
+    return sum;
 }
 
-static float dot_q5_K(int64_t n, const void *vw, const void *va) {
-    const mf_block_q5_K *w = vw;
-    const mf_block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < n / 256; i++) {
-        const float d = a[i].d * h2f(w[i].d), dmin = -a[i].d * h2f(w[i].dmin);
-        uint8_t sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        summs = fmaf(dmin, (float)k4_min_sum(mn, a[i].bsums), summs);
-        const __m256i hbits = load32(w[i].qh);
-        __m256i sum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i bits = load32(w[i].qs + 32 * c);
-            /* bit 2c of qh[k] is the fifth bit of value k of sub-block 2c, bit 2c+1 of sub-block 2c+1 */
-            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c), 4), _mm256_set1_epi8(0x10));
-            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c + 1), 4), _mm256_set1_epi8(0x10));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi8(0x0F)), h0);
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F)), h1);
-            sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
-                                                         k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
-    }
-    return hsum8(acc) + summs;
+/* Q4_K keeps its minimums in four float lanes: lane m gets fma(dmin, mins[2m] * S[2m] +
+ * mins[2m+1] * S[2m+1]) with S[j] the activation sum of sub-block j; (m0+m2) + (m1+m3) at the end. */
+static inline void st_q4_K(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
+    const float d = a->d * h2f(w->d), dmin = -a->d * h2f(w->dmin);
+    uint8_t sc[8], mn[8];
+    k4_scales(w->scales, sc, mn);
+    const int16_t *bs = a->bsums;
+    int32_t m4[4];
+    for (int m = 0; m < 4; m++)
+        m4[m] = (int32_t)mn[2 * m] * (bs[4 * m] + bs[4 * m + 1]) + (int32_t)mn[2 * m + 1] * (bs[4 * m + 2] + bs[4 * m + 3]);
+    st->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)m4)), st->accm);
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_sum(w->qs, NULL, a->qs, sc)), st->acc);
 }
+static inline float fin_q4_K(const ord_state *st) {
+    __m128 m = _mm_add_ps(st->accm, _mm_movehl_ps(st->accm, st->accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum8(st->acc) + _mm_cvtss_f32(m);
+}
+ORDERED_DOT(dot_q4_K, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K, fin_q4_K)
+
+static inline void st_q5_K(const mf_block_q5_K *w, const mf_block_q8_K *a, ord_state *st) {
+    const float d = a->d * h2f(w->d), dmin = -a->d * h2f(w->dmin);
+    uint8_t sc[8], mn[8];
+    k4_scales(w->scales, sc, mn);
+    st->s = fmaf(dmin, (float)k4_min_sum(mn, a->bsums), st->s);
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_sum(w->qs, w->qh, a->qs, sc)), st->acc);
+}
+ORDERED_DOT(dot_q5_K, mf_block_q5_K, mf_block_q8_K, 256, st_q5_K, fin_acc_s)
 
 /* Q6_K: unsigned 6-bit q against the activations, minus 32 * sum(scale * activation) taken per
  * 32 consecutive values (lane p gets values 32p..32p+31 of the super-block, from bsums). */
-static float dot_q6_K(int64_t n, const void *vw, const void *va) {
-    const mf_block_q6_K *w = vw;
-    const mf_block_q8_K *a = va;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        const float d = a[i].d * h2f(w[i].d);
-        const int8_t *sc = w[i].scales;
-        int32_t off[8];
-        for (int p = 0; p < 8; p++)
-            off[p] = 32 * ((int32_t)a[i].bsums[2 * p] * sc[2 * p] + (int32_t)a[i].bsums[2 * p + 1] * sc[2 * p + 1]);
-        __m256i sum = _mm256_setzero_si256();
-        for (int j = 0; j < 2; j++) {
-            const __m256i l0 = load32(w[i].ql + 64 * j), l1 = load32(w[i].ql + 64 * j + 32);
-            const __m256i h = load32(w[i].qh + 32 * j);
-            const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
-            };
-            for (int v = 0; v < 4; v++) {
-                const int s = 8 * j + 2 * v;
-                sum = _mm256_add_epi32(sum, k_lanes2(q[v], a[i].qs + 128 * j + 32 * v, sc[s], sc[s + 1]));
-            }
+static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_state *st) {
+    const float d = a->d * h2f(w->d);
+    const int8_t *sc = w->scales;
+    int32_t off[8];
+    for (int p = 0; p < 8; p++)
+        off[p] = 32 * ((int32_t)a->bsums[2 * p] * sc[2 * p] + (int32_t)a->bsums[2 * p + 1] * sc[2 * p + 1]);
+    __m256i sum = _mm256_setzero_si256();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    for (int j = 0; j < 2; j++) {
+        const __m256i l0 = load32(w->ql + 64 * j), l1 = load32(w->ql + 64 * j + 32), h = load32(w->qh + 32 * j);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
+        };
+        for (int v = 0; v < 4; v++) {
+            const int k = 8 * j + 2 * v;
+            sum = _mm256_add_epi32(sum, k_lanes2(q[v], a->qs + 128 * j + 32 * v, sc[k], sc[k + 1]));
         }
-        sum = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)off));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
     }
-    return hsum8(acc);
+    sum = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)off));
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), st->acc);
+}
+ORDERED_DOT(dot_q6_K, mf_block_q6_K, mf_block_q8_K, 256, st_q6_K, fin_acc)
+
+/* ---- llama.cpp's repacked Q4_0 / Q4_K (8 weight rows interleaved) ----
+ * Each output is one float lane: per block, fma(exact integer block sum, d_w * d_a, acc); Q4_K
+ * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
+ * and returns acc - acc_min. Its GEMV steps once per super-block, its GEMM (token rows in groups
+ * of four) once per 64 values (a pair of sub-blocks). */
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+static inline void st_q4_0_rp(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
+    const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
+    st->s = fmaf((float)hsum_i32(lanes_ss(q, load32(a->qs))), h2f(w->d) * h2f(a->d), st->s);
+}
+ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
+
+static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
+    uint8_t sc[8], mn[8];
+    k4_scales(w->scales, sc, mn);
+    st->s = fmaf((float)hsum_i32(k4_sum(w->qs, NULL, a->qs, sc)), h2f(w->d) * a->d, st->s);
+    st->sm = fmaf((float)k4_min_sum(mn, a->bsums), h2f(w->dmin) * a->d, st->sm);
+}
+ORDERED_DOT(dot_q4_K_rp, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp, fin_s_sm)
+
+static inline void st_q4_K_rp4(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
+    uint8_t sc[8], mn[8];
+    k4_scales(w->scales, sc, mn);
+    const float d = h2f(w->d) * a->d, dm = h2f(w->dmin) * a->d;
+    const int16_t *bs = a->bsums;
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = load32(w->qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        const __m256i sum = _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]), k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
+        const int32_t m = (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+        st->s = fmaf((float)hsum_i32(sum), d, st->s);
+        st->sm = fmaf((float)m, dm, st->sm);
+    }
+}
+ORDERED_DOT(dot_q4_K_rp4, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp4, fin_s_sm)
+
+#define ORD_PAIR(fn) \
+    (mf_cpu_ordered_dots) { fn, fn##_x4 }
+
+mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
+    const mf_cpu_ordered_dots none = {NULL, NULL};
+    if (variant == MF_ORDER_REPACKED_GEMV || variant == MF_ORDER_REPACKED_GEMM) {
+        if (t == MF_TYPE_Q4_0) return ORD_PAIR(dot_q4_0_rp);
+        if (t == MF_TYPE_Q4_K) return variant == MF_ORDER_REPACKED_GEMM ? ORD_PAIR(dot_q4_K_rp4) : ORD_PAIR(dot_q4_K_rp);
+        return none;
+    }
+    switch (t) {
+    case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
+    case MF_TYPE_Q4_1: return ORD_PAIR(dot_q4_1);
+    case MF_TYPE_Q5_0: return ORD_PAIR(dot_q5_0);
+    case MF_TYPE_Q5_1: return ORD_PAIR(dot_q5_1);
+    case MF_TYPE_Q8_0: return ORD_PAIR(dot_q8_0);
+    case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
+    case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
+    case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);
+    default: return none;
+    }
 }
 
 /* ---- float kernels of attention and the FFN, in llama.cpp's AVX-512 order ----
@@ -315,93 +371,3 @@ void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_str
     }
 }
 
-mf_vec_dot_fn mf_cpu_ordered_dot_avx2(mf_type t) {
-    switch (t) {
-    case MF_TYPE_Q4_0: return dot_q4_0;
-    case MF_TYPE_Q4_1: return dot_q4_1;
-    case MF_TYPE_Q5_0: return dot_q5_0;
-    case MF_TYPE_Q5_1: return dot_q5_1;
-    case MF_TYPE_Q8_0: return dot_q8_0;
-    case MF_TYPE_Q4_K: return dot_q4_K;
-    case MF_TYPE_Q5_K: return dot_q5_K;
-    case MF_TYPE_Q6_K: return dot_q6_K;
-    default: return NULL;
-    }
-}
-
-/* ---- llama.cpp's repacked Q4_0 / Q4_K (8 weight rows interleaved) ----
- * Each output is one float lane: per block, fma(exact integer block sum, d_w * d_a, acc); Q4_K
- * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
- * and returns acc - acc_min. */
-static inline int32_t hsum_i32(__m256i v) {
-    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
-    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
-    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
-    return _mm_cvtsi128_si32(r);
-}
-
-static float dot_q4_0_rp(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_0 *w = vw;
-    const mf_block_q8_0 *a = va;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i q = _mm256_sub_epi8(nib32(w[i].qs), _mm256_set1_epi8(8));
-        acc = fmaf((float)hsum_i32(lanes_ss(q, load32(a[i].qs))), h2f(w[i].d) * h2f(a[i].d), acc);
-    }
-    return acc;
-}
-
-static float dot_q4_K_rp(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_K *w = vw;
-    const mf_block_q8_K *a = va;
-    float acc = 0.0f, accm = 0.0f;
-    for (int64_t i = 0; i < n / 256; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        __m256i sum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i bits = load32(w[i].qs + 32 * c);
-            const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-            sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
-                                                         k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1])));
-        }
-        acc = fmaf((float)hsum_i32(sum), h2f(w[i].d) * a[i].d, acc);
-        accm = fmaf((float)k4_min_sum(mn, a[i].bsums), h2f(w[i].dmin) * a[i].d, accm);
-    }
-    return acc - accm;
-}
-
-/* Q4_K in llama.cpp's repacked GEMM (tokens in groups of four): the same two chains, but one fma
- * per 64 values (a pair of sub-blocks) instead of one per super-block. */
-static float dot_q4_K_rp4(int64_t n, const void *vw, const void *va) {
-    const mf_block_q4_K *w = vw;
-    const mf_block_q8_K *a = va;
-    float acc = 0.0f, accm = 0.0f;
-    for (int64_t i = 0; i < n / 256; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        const float d = h2f(w[i].d) * a[i].d, dm = h2f(w[i].dmin) * a[i].d;
-        const int16_t *bs = a[i].bsums;
-        for (int c = 0; c < 4; c++) {
-            const __m256i bits = load32(w[i].qs + 32 * c);
-            const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-            const __m256i s = _mm256_add_epi32(k_lanes(lo, a[i].qs + 64 * c, sc[2 * c]),
-                                               k_lanes(hi, a[i].qs + 64 * c + 32, sc[2 * c + 1]));
-            const int32_t m = (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) +
-                              (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
-            acc = fmaf((float)hsum_i32(s), d, acc);
-            accm = fmaf((float)m, dm, accm);
-        }
-    }
-    return acc - accm;
-}
-
-mf_vec_dot_fn mf_cpu_repacked_dot_avx2(mf_type t, bool grouped) {
-    switch (t) {
-    case MF_TYPE_Q4_0: return dot_q4_0_rp;
-    case MF_TYPE_Q4_K: return grouped ? dot_q4_K_rp4 : dot_q4_K_rp;
-    default: return NULL;
-    }
-}

@@ -28,22 +28,17 @@ bool mf_cpu_ordered_float(void) {
 #endif
 }
 
-mf_vec_dot_fn mf_cpu_ordered_dot(mf_type t) {
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
 #if defined(__x86_64__)
-    if (mf_cpu_ordered_float()) return mf_cpu_ordered_dot_avx2(t);
+    if (mf_cpu_ordered_float()) {
+        int variant = MF_ORDER_PLAIN;
+        if ((w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
+            variant = grouped ? MF_ORDER_REPACKED_GEMM : MF_ORDER_REPACKED_GEMV;
+        return mf_cpu_ordered_dots_avx2(w->type, variant);
+    }
 #endif
-    (void)t;
-    return NULL;
-}
-
-mf_vec_dot_fn mf_cpu_ordered_dot_for(const mf_weight *w, bool grouped) {
-#if defined(__x86_64__)
-    if (mf_cpu_ordered_float() && (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
-        return mf_cpu_repacked_dot_avx2(w->type, grouped);
-#else
-    (void)grouped;
-#endif
-    return mf_cpu_ordered_dot(w->type);
+    (void)w, (void)grouped;
+    return (mf_cpu_ordered_dots){NULL, NULL};
 }
 
 bool mf_cpu_type_supported(mf_type t) {
@@ -71,7 +66,7 @@ typedef struct {
     mf_quantize_fn quant;
     mf_vec_dot_fn dot;
     mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
-    mf_vec_dot_fn dot_grouped; /* the dot for tokens t < n_grouped (llama.cpp's GEMM order) */
+    mf_cpu_ordered_dots ord, ord_grouped; /* llama.cpp's order; ord_grouped for tokens t < n_grouped */
     int64_t n_grouped;
 } mm_task;
 
@@ -103,16 +98,35 @@ static void mm_dot(void *arg, int ith, int nth) {
                 for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
         return;
     }
+    if (m->ord.dot) {
+        /* Ordered dots in blocks of 16 weight rows that stay in cache while every token passes
+         * over them. With several tokens (rows in cache) four rows at a time, as independent
+         * chains; one token streams the weights from memory, where one row at a time is faster. */
+        for (int64_t ob = o0; ob < o1; ob += 16) {
+            const int64_t oe = MF_MIN(ob + 16, o1);
+            for (int64_t t = 0; t < m->nt; t++) {
+                const mf_cpu_ordered_dots d = t < m->n_grouped ? m->ord_grouped : m->ord;
+                const uint8_t *a = m->act + (size_t)t * m->act_row;
+                float *yt = m->y + t * N;
+                int64_t o = ob;
+                for (; m->nt > 1 && o + 4 <= oe; o += 4)
+                    d.dot4(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, m->w->row_bytes, a, yt + o);
+                for (; o < oe; o++) yt[o] = d.dot(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, a);
+                if (bias)
+                    for (o = ob; o < oe; o++) yt[o] += bias[o];
+            }
+        }
+        return;
+    }
     /* Blocks of 8 weight rows stay in cache while every token passes over them. */
     for (int64_t ob = o0; ob < o1; ob += 8) {
         int64_t oe = MF_MIN(ob + 8, o1);
         for (int64_t t = 0; t < m->nt; t++) {
             const uint8_t *a = m->act + (size_t)t * m->act_row;
             float *yt = m->y + t * N;
-            const mf_vec_dot_fn dot = t < m->n_grouped ? m->dot_grouped : m->dot;
             for (int64_t o = ob; o < oe; o++) {
                 const uint8_t *wr = (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes;
-                float v = dot(K, wr, a);
+                float v = m->dot(K, wr, a);
                 yt[o] = bias ? v + bias[o] : v;
             }
         }
@@ -130,10 +144,10 @@ void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, c
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
     if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
-    mf_vec_dot_fn ordered = mf_cpu_ordered_dot_for(w, false);
-    if (ordered) m.dot = ordered, m.gemm = NULL; /* llama.cpp's float order: bit-identical outputs */
-    if (ordered && nt_real > 3) {
-        m.dot_grouped = mf_cpu_ordered_dot_for(w, true);
+    m.ord = mf_cpu_ordered_dots_for(w, false); /* llama.cpp's float order: bit-identical outputs */
+    if (m.ord.dot) m.gemm = NULL;
+    if (m.ord.dot && nt_real > 3) {
+        m.ord_grouped = mf_cpu_ordered_dots_for(w, true);
         m.n_grouped = nt_real - nt_real % 4;
     }
     if (m.quant) {
