@@ -89,38 +89,57 @@ static inline float fin_s_sm(const ord_state *st) { return st->s - st->sm; }
 
 /* ---- 32-value blocks: acc = fma(d_w * d_a, lanes, acc); Q4_1/Q5_1 minimums as fma(m_w, s_a, summs) */
 
+/* d_w * d_a of a block pair whose first fields are the half-float scales: one conversion. */
+static inline __m256 dprod(const void *w, const void *a) {
+    uint16_t x, y;
+    memcpy(&x, w, 2), memcpy(&y, a, 2);
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x | (uint32_t)y << 16)));
+    return _mm256_broadcastss_ps(_mm_mul_ss(f, _mm_movehdup_ps(f)));
+}
+
 static inline void st_q8_0(const mf_block_q8_0 *w, const mf_block_q8_0 *a, ord_state *st) {
-    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256 d = dprod(w, a);
     st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(load32(w->qs), load32(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q8_0, mf_block_q8_0, mf_block_q8_0, 32, st_q8_0, fin_acc)
 
 static inline void st_q4_0(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
-    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256 d = dprod(w, a);
     const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
     st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q4_0, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0, fin_acc)
 
 static inline void st_q5_0(const mf_block_q5_0 *w, const mf_block_q8_0 *a, ord_state *st) {
-    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256 d = dprod(w, a);
     const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nib32(w->qs), bit5_32(w->qh)), _mm256_set1_epi8(16));
     st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q5_0, mf_block_q5_0, mf_block_q8_0, 32, st_q5_0, fin_acc)
 
+/* d_w, m_w, d_a, s_a of a Q4_1/Q5_1 block pair with its Q8_1 block, converted in one instruction. */
+static inline __m128 scales4(const void *w, const void *a) {
+    uint32_t x, y;
+    memcpy(&x, w, 4), memcpy(&y, a, 4);
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)x), (int)y, 1));
+}
+
 static inline void st_q4_1(const mf_block_q4_1 *w, const mf_block_q8_1 *a, ord_state *st) {
-    st->s = fmaf(h2f(w->m), h2f(a->s), st->s);
-    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m128 f = scales4(w, a); /* d_w m_w d_a s_a */
+    const __m128 prod = _mm_mul_ps(f, _mm_movehl_ps(f, f)); /* d_w * d_a, m_w * s_a (unused) */
+    st->s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(f, f, 1)), _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)), st->s);
+    const __m256 d = _mm256_broadcastss_ps(prod);
     st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_us(nib32(w->qs), load32(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q4_1, mf_block_q4_1, mf_block_q8_1, 32, st_q4_1, fin_acc_s)
 
 /* Q5_1 puts the lanes first in its fma; the product is the same. */
 static inline void st_q5_1(const mf_block_q5_1 *w, const mf_block_q8_1 *a, ord_state *st) {
-    st->s = fmaf(h2f(w->m), h2f(a->s), st->s);
+    const __m128 f = scales4(w, a);
+    const __m128 prod = _mm_mul_ps(f, _mm_movehl_ps(f, f));
+    st->s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(f, f, 1)), _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)), st->s);
     const __m256i q = _mm256_or_si256(nib32(w->qs), bit5_32(w->qh));
-    const __m256 d = _mm256_set1_ps(h2f(w->d) * h2f(a->d));
+    const __m256 d = _mm256_broadcastss_ps(prod);
     st->acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes_us(q, load32(a->qs))), d, st->acc);
 }
 ORDERED_DOT(dot_q5_1, mf_block_q5_1, mf_block_q8_1, 32, st_q5_1, fin_acc_s)
@@ -241,7 +260,7 @@ static inline int32_t hsum_i32(__m256i v) {
 
 static inline void st_q4_0_rp(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
     const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
-    st->s = fmaf((float)hsum_i32(lanes_ss(q, load32(a->qs))), h2f(w->d) * h2f(a->d), st->s);
+    st->s = fmaf((float)hsum_i32(lanes_ss(q, load32(a->qs))), _mm256_cvtss_f32(dprod(w, a)), st->s);
 }
 ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
 
@@ -304,8 +323,13 @@ static inline float exp_ord(float x) {
     const float u = b * b;
     const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
                          fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (isnan(n)) return n; /* NaN in, NaN out, as the vector code */
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    return ldexpf(j, (int)n);
+    /* j * 2^n rounded once, as vscalefps does: exact in double, then one rounding to float */
+    const uint64_t bits = (uint64_t)((int64_t)n + 1023) << 52;
+    double p2;
+    memcpy(&p2, &bits, sizeof p2);
+    return (float)((double)j * p2);
 }
 
 /* Sum of 16 floats as _mm512_reduce_add_ps adds them: halves, quarters, then pairs. */
