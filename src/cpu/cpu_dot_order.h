@@ -27,6 +27,9 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped);
 
 #if defined(__x86_64__)
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant); /* AVX2 + FMA + F16C required */
+/* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
+ * F/BW/DQ/VL + VNNI required); NULL for other types. */
+mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);
 /* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp. */
 void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
 /* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */

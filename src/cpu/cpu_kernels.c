@@ -34,7 +34,10 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
         int variant = MF_ORDER_PLAIN;
         if ((w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
             variant = grouped ? MF_ORDER_REPACKED_GEMM : MF_ORDER_REPACKED_GEMV;
-        return mf_cpu_ordered_dots_avx2(w->type, variant);
+        mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(w->type, variant);
+        if (variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 && mf_cpu_ordered_dot_avx512(w->type))
+            d.dot = mf_cpu_ordered_dot_avx512(w->type);
+        return d;
     }
 #endif
     (void)w, (void)grouped;
