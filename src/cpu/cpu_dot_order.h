@@ -41,7 +41,9 @@ void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_str
                         float *out);
 #endif
 
-/* Whether the ordered float kernels above are in use (x86 with AVX2 and not MINFER_ISA=scalar). */
+/* Whether the ordered kernels are in use: x86 with AVX2, unless MINFER_ISA=scalar or the environment
+ * variable MINFER_ORDER=fast (read once) asks for the SIMD kernels' own order, which is ~15% faster
+ * and agrees with llama.cpp only to ~1e-4 NMSE on quantized weights. */
 bool mf_cpu_ordered_float(void);
 
 #endif /* MF_CPU_DOT_ORDER_H */

@@ -6,7 +6,9 @@
 #include "simd/simd.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
+#include <string.h>
 
 /* ---- matmul ---- */
 
@@ -19,10 +21,21 @@ static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_d
     return *dot && (*act == MF_TYPE_F32 || *quant);
 }
 
+#if defined(__x86_64__)
+static bool order_fast; /* MINFER_ORDER=fast: the SIMD kernels' own (faster) order */
+static pthread_once_t order_once = PTHREAD_ONCE_INIT;
+
+static void read_order_env(void) {
+    const char *e = getenv("MINFER_ORDER");
+    order_fast = e && strcmp(e, "fast") == 0;
+}
+#endif
+
 bool mf_cpu_ordered_float(void) {
 #if defined(__x86_64__)
+    pthread_once(&order_once, read_order_env);
     mf_simd_level l = mf_simd_active_level();
-    return l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512;
+    return !order_fast && (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512);
 #else
     return false;
 #endif
