@@ -205,9 +205,17 @@ void ju_encode(jbuf *b, uint32_t cp);
 bool ju_isspace(uint32_t cp);
 size_t ju_space_prefix(const char *p, size_t n);  /* bytes of leading Python whitespace */
 size_t ju_space_suffix(const char *p, size_t n);  /* bytes of trailing Python whitespace */
-uint32_t ju_upper(uint32_t cp);
+uint32_t ju_upper(uint32_t cp); /* simple (one code point) mappings */
 uint32_t ju_lower(uint32_t cp);
-bool ju_isalpha(uint32_t cp);
+/* Append Python's full mapping of cp: kind 'u' upper, 'l' lower, 't' title ("ß" -> "SS"/"Ss"). */
+void ju_put_case(jbuf *b, uint32_t cp, char kind);
+bool ju_case_changes(uint32_t cp, char kind); /* whether the 'u' or 'l' mapping changes cp */
+/* Whether the capital sigma at s[at, at+len) lowers to final sigma (U+03C2) rather than U+03C3. */
+bool ju_sigma_is_final(const char *s, size_t n, size_t at, size_t len);
+bool ju_iscased(uint32_t cp);  /* has case: what str.title() looks at */
+bool ju_isalpha(uint32_t cp);  /* str.isalpha */
+bool ju_isnumeric(uint32_t cp); /* str.isnumeric */
+bool ju_case_ignorable(uint32_t cp); /* apostrophes, combining marks...: see through for final sigma */
 
 /* JSON (jansson) -> value, for the render context. */
 struct json_t;

@@ -28,21 +28,23 @@ static jv need_str(jctx *c, jv v, const char *what) {
     return v;
 }
 
-/* Map code points of a string through f (upper/lower). */
-static jv map_case(jctx *c, jv str, uint32_t (*f)(uint32_t)) {
+/* Python's str.upper()/lower(): full mappings ("ß" -> "SS"), and a capital sigma that ends a word
+ * lowers to final sigma. Bytes that are not valid UTF-8 pass through. */
+static jv map_case(jctx *c, jv str, char kind) {
     jbuf b = jbuf_make(c);
     for (size_t i = 0; i < str.s.n;) {
         uint32_t cp;
         size_t k = ju_decode(str.s.p + i, str.s.n - i, &cp);
         if (k == 1 && cp >= 0x80) jbuf_putc(&b, str.s.p[i]);
-        else ju_encode(&b, f(cp));
+        else if (kind == 'l' && cp == 0x3A3) ju_encode(&b, ju_sigma_is_final(str.s.p, str.s.n, i, k) ? 0x3C2 : 0x3C3);
+        else ju_put_case(&b, cp, kind);
         i += k;
     }
     return jbuf_value(&b);
 }
 
-jv jinja_str_upper(jctx *c, jv str) { return map_case(c, str, ju_upper); }
-jv jinja_str_lower(jctx *c, jv str) { return map_case(c, str, ju_lower); }
+jv jinja_str_upper(jctx *c, jv str) { return map_case(c, str, 'u'); }
+jv jinja_str_lower(jctx *c, jv str) { return map_case(c, str, 'l'); }
 
 jv jinja_str_strip(jctx *c, jv str, jv chars, bool left, bool right) {
     const char *p = str.s.p;
@@ -185,7 +187,8 @@ static jv f_title(FARGS) {
         uint32_t cp;
         size_t k = ju_decode(str.s.p + i, str.s.n - i, &cp);
         bool sep = ju_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
-        ju_encode(&b, sep ? cp : start ? ju_upper(cp) : ju_lower(cp));
+        if (sep) ju_encode(&b, cp);
+        else ju_put_case(&b, cp, start ? 'u' : 'l'); /* item[0].upper() + item[1:].lower() */
         start = sep;
         i += k;
     }
@@ -434,7 +437,7 @@ static jv f_escape(FARGS) {
     return jbuf_value(&b);
 }
 
-static bool word_char(uint32_t cp) { return cp == '_' || (cp >= '0' && cp <= '9') || ju_isalpha(cp) || (cp >= 0x80 && !ju_isspace(cp) && cp > 0xBF); }
+static bool word_char(uint32_t cp) { return cp == '_' || ju_isalpha(cp) || ju_isnumeric(cp); } /* regex \w */
 
 static jv f_wordcount(FARGS) {
     UNUSED_ARGS;

@@ -226,7 +226,7 @@ static bool all_cp(jv self, bool (*pred)(uint32_t)) {
     return true;
 }
 static bool cp_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
-static bool cp_alnum(uint32_t cp) { return cp_digit(cp) || ju_isalpha(cp); }
+static bool cp_alnum(uint32_t cp) { return ju_isnumeric(cp) || ju_isalpha(cp); }
 
 static jv str_method(jctx *c, jv self, const char *m, jv *args, int nargs, const char **kwn, jv *kwv, int nkw) {
     if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
@@ -267,18 +267,23 @@ static jv str_method(jctx *c, jv self, const char *m, jv *args, int nargs, const
     if (!strcmp(m, "upper")) return jinja_str_upper(c, self);
     if (!strcmp(m, "lower") || !strcmp(m, "casefold")) return jinja_str_lower(c, self);
     if (!strcmp(m, "title") || !strcmp(m, "capitalize") || !strcmp(m, "swapcase")) {
+        /* title: title case after an uncased character, else lower case; capitalize: title case
+         * first, lower case after; swapcase: each cased letter to the other case */
         jbuf b = jbuf_make(c);
         bool prev_cased = false, first = true;
         for (size_t i = 0; i < self.s.n;) {
             uint32_t cp;
-            i += ju_decode(self.s.p + i, self.s.n - i, &cp);
-            uint32_t o;
-            if (m[0] == 't') o = prev_cased ? ju_lower(cp) : ju_upper(cp);
-            else if (m[0] == 'c') o = first ? ju_upper(cp) : ju_lower(cp);
-            else o = ju_upper(cp) != cp ? ju_upper(cp) : ju_lower(cp);
-            ju_encode(&b, o);
-            prev_cased = ju_isalpha(cp);
+            size_t k = ju_decode(self.s.p + i, self.s.n - i, &cp);
+            bool lower = m[0] == 't' ? prev_cased : m[0] == 'c' ? !first : true; /* swapcase lowers a capital sigma */
+            if (lower && cp == 0x3A3) ju_encode(&b, ju_sigma_is_final(self.s.p, self.s.n, i, k) ? 0x3C2 : 0x3C3);
+            else if (m[0] == 't') ju_put_case(&b, cp, prev_cased ? 'l' : 't');
+            else if (m[0] == 'c') ju_put_case(&b, cp, first ? 't' : 'l');
+            else if (ju_iscased(cp) && !ju_case_changes(cp, 'u') && ju_case_changes(cp, 'l')) ju_put_case(&b, cp, 'l');
+            else if (ju_iscased(cp) && !ju_case_changes(cp, 'l') && ju_case_changes(cp, 'u')) ju_put_case(&b, cp, 'u');
+            else ju_encode(&b, cp); /* uncased, or title case (neither upper nor lower) */
+            prev_cased = ju_iscased(cp);
             first = false;
+            i += k;
         }
         return jbuf_value(&b);
     }
@@ -335,7 +340,7 @@ static jv str_method(jctx *c, jv self, const char *m, jv *args, int nargs, const
         }
         return jbuf_value(&b);
     }
-    if (!strcmp(m, "isdigit") || !strcmp(m, "isnumeric") || !strcmp(m, "isdecimal")) return jv_bool(all_cp(self, cp_digit));
+    if (!strcmp(m, "isdigit") || !strcmp(m, "isnumeric") || !strcmp(m, "isdecimal")) return jv_bool(all_cp(self, ju_isnumeric));
     if (!strcmp(m, "isalpha")) return jv_bool(all_cp(self, ju_isalpha));
     if (!strcmp(m, "isalnum")) return jv_bool(all_cp(self, cp_alnum));
     if (!strcmp(m, "isspace")) return jv_bool(all_cp(self, ju_isspace));

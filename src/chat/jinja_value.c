@@ -2,6 +2,7 @@
  * repr(), json.dumps() (as Hugging Face's tojson calls it), equality and ordering, UTF-8 helpers
  * (Python strings index code points, not bytes) and the conversion of a jansson context. */
 #include "chat/jinja.h"
+#include "chat/jinja_case.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -348,44 +349,95 @@ size_t ju_space_suffix(const char *p, size_t n) {
     return n - end;
 }
 
-/* Simple case mapping for the scripts chat text meets most: Latin-1, Latin Extended-A, Greek,
- * Cyrillic. Other code points are returned unchanged. */
-uint32_t ju_upper(uint32_t c) {
-    if (c >= 'a' && c <= 'z') return c - 32;
-    if (c < 0x80) return c;
-    if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
-    if (c == 0xFF) return 0x178;
-    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
-        bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
-        if (odd_lower ? (c & 1) == 0 : (c & 1) == 1) return c - 1;
-        return c;
+/* Case mapping and character classes from the generated tables (jinja_case_data.c). */
+static const uint32_t *find_pair(const uint32_t (*t)[2], size_t n, uint32_t cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid][0] < cp) lo = mid + 1;
+        else hi = mid;
     }
-    if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
-    if (c == 0x3C2) return 0x3A3;
-    if (c >= 0x430 && c <= 0x44F) return c - 32;
-    if (c >= 0x450 && c <= 0x45F) return c - 80;
-    return c;
+    return lo < n && t[lo][0] == cp ? t[lo] : NULL;
+}
+
+static bool in_ranges(const uint32_t (*t)[2], size_t n, uint32_t cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* first range whose end is >= cp */
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid][1] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && t[lo][0] <= cp;
+}
+
+static const char *find_special(const ju_special *t, size_t n, uint32_t cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid].cp < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && t[lo].cp == cp ? t[lo].utf8 : NULL;
+}
+
+uint32_t ju_upper(uint32_t c) {
+    const uint32_t *p = find_pair(ju_case.upper, ju_case.n_upper, c);
+    return p ? p[1] : c;
 }
 
 uint32_t ju_lower(uint32_t c) {
-    if (c >= 'A' && c <= 'Z') return c + 32;
-    if (c < 0x80) return c;
-    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
-    if (c == 0x178) return 0xFF;
-    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
-        bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
-        if (odd_lower ? (c & 1) == 1 : (c & 1) == 0) return c + 1;
-        return c;
-    }
-    if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
-    if (c >= 0x410 && c <= 0x42F) return c + 32;
-    if (c >= 0x400 && c <= 0x40F) return c + 80;
-    return c;
+    const uint32_t *p = find_pair(ju_case.lower, ju_case.n_lower, c);
+    return p ? p[1] : c;
 }
 
-bool ju_isalpha(uint32_t c) {
-    if (c < 0x80) return (c | 32) >= 'a' && (c | 32) <= 'z';
-    return ju_upper(c) != c || ju_lower(c) != c || (c >= 0x4E00 && c <= 0x9FFF) || c == 0xDF;
+bool ju_iscased(uint32_t c) { return in_ranges(ju_case.cased, ju_case.n_cased, c); }
+bool ju_isalpha(uint32_t c) { return in_ranges(ju_case.alpha, ju_case.n_alpha, c); }
+bool ju_isnumeric(uint32_t c) { return in_ranges(ju_case.numeric, ju_case.n_numeric, c); }
+bool ju_case_ignorable(uint32_t c) { return in_ranges(ju_case.ignorable, ju_case.n_ignorable, c); }
+
+bool ju_sigma_is_final(const char *s, size_t n, size_t at, size_t len) {
+    /* Unicode's Final_Sigma: a cased letter before (case-ignorables skipped), none after */
+    bool before = false, after = false;
+    for (size_t j = at; j > 0;) {
+        size_t st = j - 1;
+        while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80) st--;
+        uint32_t cp;
+        ju_decode(s + st, j - st, &cp);
+        j = st;
+        if (ju_case_ignorable(cp)) continue;
+        before = ju_iscased(cp);
+        break;
+    }
+    for (size_t j = at + len; j < n;) {
+        uint32_t cp;
+        j += ju_decode(s + j, n - j, &cp);
+        if (ju_case_ignorable(cp)) continue;
+        after = ju_iscased(cp);
+        break;
+    }
+    return before && !after;
+}
+
+bool ju_case_changes(uint32_t cp, char kind) {
+    if (kind == 'u') return find_pair(ju_case.upper, ju_case.n_upper, cp) || find_special(ju_case.upper_sp, ju_case.n_upper_sp, cp);
+    return find_pair(ju_case.lower, ju_case.n_lower, cp) || find_special(ju_case.lower_sp, ju_case.n_lower_sp, cp);
+}
+
+void ju_put_case(jbuf *b, uint32_t cp, char kind) {
+    const char *sp = NULL;
+    const uint32_t *p = NULL;
+    if (kind == 't') {
+        if ((sp = find_special(ju_case.title_sp, ju_case.n_title_sp, cp))) { jbuf_put(b, sp, strlen(sp)); return; }
+        if ((p = find_pair(ju_case.title, ju_case.n_title, cp))) { ju_encode(b, p[1]); return; }
+        kind = 'u'; /* elsewhere title case is upper case */
+    }
+    if (kind == 'u') {
+        if ((sp = find_special(ju_case.upper_sp, ju_case.n_upper_sp, cp))) { jbuf_put(b, sp, strlen(sp)); return; }
+        ju_encode(b, ju_upper(cp));
+        return;
+    }
+    if ((sp = find_special(ju_case.lower_sp, ju_case.n_lower_sp, cp))) { jbuf_put(b, sp, strlen(sp)); return; }
+    ju_encode(b, ju_lower(cp));
 }
 
 /* ---- str / repr ---- */

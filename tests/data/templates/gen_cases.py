@@ -112,6 +112,7 @@ CASES = [
     "{{ t is boolean }} {{ n is boolean }} {{ t is true }} {{ 1 is true }} {{ false is false }} {{ n is odd }} {{ n is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(4) }}",
     "{{ n is eq 7 }} {{ n is equalto 8 }} {{ n is ne 8 }} {{ n is gt 3 }} {{ n is lt 3 }} {{ n is ge 7 }} {{ n is le 6 }} {{ 2 is in l }} {{ 'x' is in 'xyz' }} {{ s is lower }} {{ 'abc' is lower }} {{ 'ABC' is upper }}",
     "{{ no is sameas none }} {{ t is sameas true }} {{ greet is defined }} {{ 'upper' is filter }} {{ 'odd' is test }} {{ n is not none }} {{ s is not string }}",
+    "{{ 'straße ǆ ﬀ İ' | upper }}|{{ 'ΣΑΣ ΌΣΟΣ Σ. AΣ.' | lower }}|{{ 'ǆemal ﬀi straße 3rd ΣΑΣ'.title() }}|{{ 'ǆa'.capitalize() }}|{{ 'İaB'.swapcase() }}|{{ 'ﬀ straße' | title }}|{{ 'шрифт ABC' | upper }}|{{ '漢字 x١٢' | wordcount }}|{{ '١٢'.isdigit() }}{{ 'é'.isalpha() }}",
     # methods
     "{{ s.startswith('Hell') }} {{ s.endswith('x') }} {{ s.startswith(('a', 'H')) }} {{ ws.strip() }}|{{ ws.lstrip() }}|{{ ws.rstrip() }}|{{ 'xxhixx'.strip('x') }} {{ '\n\nabc'.lstrip('\n') }}",
     "{{ 'a,b,,c'.split(',') }} {{ '  a  b c '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'x</think>y</think>z'.split('</think>')[-1] }} {{ multi.splitlines() }}",
