@@ -17,7 +17,7 @@
  * the CPU backend runs the quantized dots, RoPE, SwiGLU and F32-cache attention in llama.cpp's
  * float operation order (src/cpu/cpu_dot_order_avx2.c), so quantized files match the references
  * to rounding noise (<= 1e-13 measured): NMSE_EXACT guards that. Elsewhere (other CPUs,
- * MINFER_ISA=scalar) a last-bit difference in a float op can flip one rounding in an activation
+ * MINFER_ISA=scalar, MINFER_ORDER=fast) a last-bit difference in a float op can flip one rounding in an activation
  * quantizer, which the random weights amplify to ~1e-4 and a little above: 1e-3 there. */
 #define NMSE_FLOAT 1e-6
 #define NMSE_QUANT 1e-4
