@@ -1,5 +1,6 @@
 /* jinja_case.h: the Unicode tables (jinja_case_data.c, generated) behind the Python string methods
- * templates call: simple and multi-character case mappings and the cased/alpha/numeric classes.
+ * templates call: simple and multi-character case mappings and the cased/alpha/numeric/printable
+ * classes.
  * Pair tables are sorted by code point: {code point, mapping} or {first, last} of a range. */
 #ifndef MF_JINJA_CASE_H
 #define MF_JINJA_CASE_H
@@ -20,6 +21,7 @@ typedef struct {
     const uint32_t (*alpha)[2]; size_t n_alpha;
     const uint32_t (*numeric)[2]; size_t n_numeric;
     const uint32_t (*ignorable)[2]; size_t n_ignorable; /* case-ignorable: skipped by the final-sigma rule */
+    const uint32_t (*printable)[2]; size_t n_printable; /* str.isprintable: what repr() shows as is */
 } ju_case_tables;
 
 extern const ju_case_tables ju_case;

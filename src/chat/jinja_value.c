@@ -481,14 +481,7 @@ void jv_write_float(jbuf *b, double f) {
     }
 }
 
-static bool py_printable(uint32_t c) {
-    if (c < 0x20 || c == 0x7F) return false;
-    if (c < 0x7F) return true;
-    if (c <= 0xA0 || c == 0xAD || c == 0x1680 || c == 0x180E || c == 0x061C || c == 0x3000 || c == 0xFEFF) return false;
-    if ((c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x206F)) return false;
-    if ((c >= 0xD800 && c <= 0xF8FF) || (c >= 0xFFF9 && c <= 0xFFFB) || c >= 0xF0000) return false;
-    return true;
-}
+static bool py_printable(uint32_t c) { return in_ranges(ju_case.printable, ju_case.n_printable, c); }
 
 static void write_str_repr(jbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;

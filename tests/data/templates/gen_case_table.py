@@ -53,6 +53,7 @@ def main():
     alpha = ranges(str.isalpha)
     numeric = ranges(lambda ch: ch.isnumeric() or ch.isdigit() or ch.isdecimal())
     # case-ignorable characters, as lower() sees them around a final capital sigma
+    printable = ranges(str.isprintable)  # what repr() leaves unescaped
     # (seen through after a cased "A", and not itself making a sigma final after a space)
     ignorable = ranges(lambda ch: ("A" + ch + "\u03a3").lower()[-1] == "\u03c2" and (" " + ch + "\u03a3").lower()[-1] == "\u03c3")
     out = [f"""/* jinja_case_data.c: Unicode tables for the Python string semantics of chat templates (case
@@ -65,6 +66,7 @@ def main():
     out.append(specials("upper_special", up_sp)); out.append(specials("lower_special", lo_sp)); out.append(specials("title_special", ti_sp))
     out.append(pairs("cased_ranges", cased)); out.append(pairs("alpha_ranges", alpha)); out.append(pairs("numeric_ranges", numeric))
     out.append(pairs("ignorable_ranges", ignorable))
+    out.append(pairs("printable_ranges", printable))
     out.append("""
 const ju_case_tables ju_case = {
     upper_map, sizeof upper_map / sizeof upper_map[0], lower_map, sizeof lower_map / sizeof lower_map[0],
@@ -74,6 +76,7 @@ const ju_case_tables ju_case = {
     cased_ranges, sizeof cased_ranges / sizeof cased_ranges[0], alpha_ranges, sizeof alpha_ranges / sizeof alpha_ranges[0],
     numeric_ranges, sizeof numeric_ranges / sizeof numeric_ranges[0],
     ignorable_ranges, sizeof ignorable_ranges / sizeof ignorable_ranges[0],
+    printable_ranges, sizeof printable_ranges / sizeof printable_ranges[0],
 };
 """)
     open(sys.argv[1], "w").write("".join(out))
