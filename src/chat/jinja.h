@@ -9,6 +9,7 @@
 #ifndef MF_JINJA_H
 #define MF_JINJA_H
 
+#include "chat/jinja_names.h"
 #include "core/core.h"
 
 #include <setjmp.h>

@@ -5,6 +5,8 @@
 #ifndef MF_JINJA_CASE_H
 #define MF_JINJA_CASE_H
 
+#include "chat/jinja_names.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
