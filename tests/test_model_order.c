@@ -45,10 +45,11 @@ static void check_type(mf_type t, int64_t n, int variant) {
     }
     for (int r = 0; r < NR; r += 4) d.dot4(n, w + r * rb, rb, a, four + r);
     for (int r = 0; r < NR; r++)
-        CHECKF(memcmp(&one[r], &four[r], sizeof(float)) == 0, "%s n=%lld row %d: four-row %.9g vs one-row %.9g", tr->name,
-               (long long)n, r, four[r], one[r]);
+        CHECKF(memcmp(&one[r], &four[r], sizeof(float)) == 0, "%s n=%lld row %d: four-row %.9g vs one-row %.9g",
+               tr->name, (long long)n, r, four[r], one[r]);
     /* the AVX-512 one-row dots against the AVX2 ones */
-    mf_vec_dot_fn d512 = variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 ? mf_cpu_ordered_dot_avx512(t) : NULL;
+    mf_vec_dot_fn d512 =
+        variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 ? mf_cpu_ordered_dot_avx512(t) : NULL;
     for (int r = 0; d512 && r < NR; r++) {
         float v = d512(n, w + r * rb, a);
         CHECKF(memcmp(&v, &one[r], sizeof(float)) == 0, "%s n=%lld row %d: AVX-512 %.9g vs AVX2 %.9g", tr->name,

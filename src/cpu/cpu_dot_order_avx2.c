@@ -33,7 +33,9 @@ static inline __m256i lanes_us(__m256i u, __m256i s) {
 }
 
 /* Signed x signed: |x| against y carrying x's sign (x, y in [-128, 127], y never -128). */
-static inline __m256i lanes_ss(__m256i x, __m256i y) { return lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+static inline __m256i lanes_ss(__m256i x, __m256i y) {
+    return lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
 
 /* 16 bytes of nibbles -> 32 bytes: low nibbles are values 0..15, high nibbles 16..31. */
 static inline __m256i nib32(const uint8_t *qs) {
@@ -62,24 +64,24 @@ typedef struct {
     float s, sm; /* scalar chains: minimums, or the repacked kernels' accumulators */
 } ord_state;
 
-#define ORDERED_DOT(name, WT, AT, BV, STEP, FINISH)                                                        \
-    static inline __attribute__((always_inline)) void name##_n(const int nr, int64_t n, const uint8_t *w,   \
-                                                             size_t ws, const uint8_t *a, float *out) {  \
-        ord_state st[4];                                                                                   \
-        for (int r = 0; r < nr; r++) st[r] = (ord_state){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f, 0.0f}; \
-        for (int64_t i = 0; i < n / (BV); i++) {                                                           \
-            const AT *ab = (const AT *)a + i;                                                              \
-            for (int r = 0; r < nr; r++) STEP((const WT *)(w + (size_t)r * ws) + i, ab, &st[r]);            \
-        }                                                                                                  \
-        for (int r = 0; r < nr; r++) out[r] = FINISH(&st[r]);                                              \
-    }                                                                                                      \
-    static float name(int64_t n, const void *w, const void *a) {                                           \
-        float o;                                                                                           \
-        name##_n(1, n, w, 0, a, &o);                                                                       \
-        return o;                                                                                          \
-    }                                                                                                      \
-    static void name##_x4(int64_t n, const void *w, size_t ws, const void *a, float *out) {                \
-        name##_n(4, n, w, ws, a, out);                                                                     \
+#define ORDERED_DOT(name, WT, AT, BV, STEP, FINISH)                                                                    \
+    static inline __attribute__((always_inline)) void name##_n(const int nr, int64_t n, const uint8_t *w, size_t ws,   \
+                                                               const uint8_t *a, float *out) {                         \
+        ord_state st[4];                                                                                               \
+        for (int r = 0; r < nr; r++) st[r] = (ord_state){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f, 0.0f};           \
+        for (int64_t i = 0; i < n / (BV); i++) {                                                                       \
+            const AT *ab = (const AT *)a + i;                                                                          \
+            for (int r = 0; r < nr; r++) STEP((const WT *)(w + (size_t)r * ws) + i, ab, &st[r]);                       \
+        }                                                                                                              \
+        for (int r = 0; r < nr; r++) out[r] = FINISH(&st[r]);                                                          \
+    }                                                                                                                  \
+    static float name(int64_t n, const void *w, const void *a) {                                                       \
+        float o;                                                                                                       \
+        name##_n(1, n, w, 0, a, &o);                                                                                   \
+        return o;                                                                                                      \
+    }                                                                                                                  \
+    static void name##_x4(int64_t n, const void *w, size_t ws, const void *a, float *out) {                            \
+        name##_n(4, n, w, ws, a, out);                                                                                 \
     }
 
 static inline float fin_acc(const ord_state *st) { return hsum8(st->acc); }
@@ -125,7 +127,7 @@ static inline __m128 scales4(const void *w, const void *a) {
 }
 
 static inline void st_q4_1(const mf_block_q4_1 *w, const mf_block_q8_1 *a, ord_state *st) {
-    const __m128 f = scales4(w, a); /* d_w m_w d_a s_a */
+    const __m128 f = scales4(w, a);                         /* d_w m_w d_a s_a */
     const __m128 prod = _mm_mul_ps(f, _mm_movehl_ps(f, f)); /* d_w * d_a, m_w * s_a (unused) */
     st->s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(f, f, 1)), _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)), st->s);
     const __m256 d = _mm256_broadcastss_ps(prod);
@@ -179,10 +181,13 @@ static inline __m256i k4_sum(const uint8_t *qs, const uint8_t *qh, const int8_t 
         __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
         if (qh) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c), 4), _mm256_set1_epi8(0x10)));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c + 1), 4), _mm256_set1_epi8(0x10)));
+            lo = _mm256_or_si256(
+                lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c), 4), _mm256_set1_epi8(0x10)));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * c + 1), 4),
+                                                      _mm256_set1_epi8(0x10)));
         }
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(k_lanes(lo, a + 64 * c, sc[2 * c]), k_lanes(hi, a + 64 * c + 32, sc[2 * c + 1])));
+        sum = _mm256_add_epi32(
+            sum, _mm256_add_epi32(k_lanes(lo, a + 64 * c, sc[2 * c]), k_lanes(hi, a + 64 * c + 32, sc[2 * c + 1])));
     }
     return sum;
 }
@@ -196,7 +201,8 @@ static inline void st_q4_K(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_s
     const int16_t *bs = a->bsums;
     int32_t m4[4];
     for (int m = 0; m < 4; m++)
-        m4[m] = (int32_t)mn[2 * m] * (bs[4 * m] + bs[4 * m + 1]) + (int32_t)mn[2 * m + 1] * (bs[4 * m + 2] + bs[4 * m + 3]);
+        m4[m] =
+            (int32_t)mn[2 * m] * (bs[4 * m] + bs[4 * m + 1]) + (int32_t)mn[2 * m + 1] * (bs[4 * m + 2] + bs[4 * m + 3]);
     st->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)m4)), st->accm);
     st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_sum(w->qs, NULL, a->qs, sc)), st->acc);
 }
@@ -230,7 +236,8 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
         const __m256i l0 = load32(w->ql + 64 * j), l1 = load32(w->ql + 64 * j + 32), h = load32(w->qh + 32 * j);
         const __m256i q[4] = {
             _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
@@ -281,22 +288,25 @@ static inline void st_q4_K_rp4(const mf_block_q4_K *w, const mf_block_q8_K *a, o
         const __m256i bits = load32(w->qs + 32 * c);
         const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-        const __m256i sum = _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]), k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
-        const int32_t m = (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+        const __m256i sum =
+            _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]), k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
+        const int32_t m =
+            (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
         st->s = fmaf((float)hsum_i32(sum), d, st->s);
         st->sm = fmaf((float)m, dm, st->sm);
     }
 }
 ORDERED_DOT(dot_q4_K_rp4, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp4, fin_s_sm)
 
-#define ORD_PAIR(fn) \
+#define ORD_PAIR(fn)                                                                                                   \
     (mf_cpu_ordered_dots) { fn, fn##_x4 }
 
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
     const mf_cpu_ordered_dots none = {NULL, NULL};
     if (variant == MF_ORDER_REPACKED_GEMV || variant == MF_ORDER_REPACKED_GEMM) {
         if (t == MF_TYPE_Q4_0) return ORD_PAIR(dot_q4_0_rp);
-        if (t == MF_TYPE_Q4_K) return variant == MF_ORDER_REPACKED_GEMM ? ORD_PAIR(dot_q4_K_rp4) : ORD_PAIR(dot_q4_K_rp);
+        if (t == MF_TYPE_Q4_K)
+            return variant == MF_ORDER_REPACKED_GEMM ? ORD_PAIR(dot_q4_K_rp4) : ORD_PAIR(dot_q4_K_rp);
         return none;
     }
     switch (t) {
@@ -394,4 +404,3 @@ void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_str
         out[d] = reduce16(l);
     }
 }
-

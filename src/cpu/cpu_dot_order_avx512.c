@@ -28,7 +28,9 @@ static inline __m512i load_pair(const int8_t *p0, const int8_t *p1) {
 }
 
 /* i32 lanes of two blocks: unsigned weights u, or signed weights v (|v| against y with v's sign). */
-static inline __m512 lanes_u(__m512i u, __m512i y) { return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y)); }
+static inline __m512 lanes_u(__m512i u, __m512i y) {
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y));
+}
 static inline __m512 lanes_s(__m512i v, __m512i y) {
     const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), _mm512_setzero_si512(), y);
     return lanes_u(_mm512_abs_epi8(v), ys);
@@ -67,8 +69,9 @@ static inline __m512i values(int kind, const uint8_t *wb, size_t bs) {
     }
     case K_Q5_0: {
         const mf_block_q5_0 *x = (const mf_block_q5_0 *)wb, *y = (const mf_block_q5_0 *)(wb + bs);
-        return _mm512_sub_epi8(pair(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_or_si256(nib32(y->qs), bit5_32(y->qh))),
-                               _mm512_set1_epi8(16));
+        return _mm512_sub_epi8(
+            pair(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_or_si256(nib32(y->qs), bit5_32(y->qh))),
+            _mm512_set1_epi8(16));
     }
     case K_Q8_0: {
         const mf_block_q8_0 *x = (const mf_block_q8_0 *)wb, *y = (const mf_block_q8_0 *)(wb + bs);
@@ -102,7 +105,7 @@ static inline float dot32(int kind, int64_t n, const uint8_t *w, size_t bs, cons
             memcpy(&w0, wb, 4), memcpy(&w1, wb + bs, 4), memcpy(&a0, ab, 4), memcpy(&a1, ab + as, 4);
             const __m256 h = _mm256_cvtph_ps(_mm_setr_epi32((int)w0, (int)w1, (int)a0, (int)a1));
             const __m128 hw = _mm256_castps256_ps128(h), ha = _mm256_extractf128_ps(h, 1);
-            const __m128 prod = _mm_mul_ps(hw, ha);                    /* d0 m0s0 d1 m1s1 (products unused) */
+            const __m128 prod = _mm_mul_ps(hw, ha); /* d0 m0s0 d1 m1s1 (products unused) */
             const __m128 d = _mm_shuffle_ps(prod, prod, _MM_SHUFFLE(2, 2, 2, 0)); /* d_w0 d_a0, d_w1 d_a1 */
             s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(hw, hw, 1)), _mm_cvtss_f32(_mm_shuffle_ps(ha, ha, 1)), s);
             s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(hw, hw, 3)), _mm_cvtss_f32(_mm_shuffle_ps(ha, ha, 3)), s);

@@ -324,7 +324,8 @@ static void attention_ordered(const mf_attn_params *ap, const mf_kv_cache *kv, c
             continue;
         }
         const float *qh = q + u * hd;
-        const float *K = (const float *)kv->k[ap->layer] + (size_t)kvh * hd, *V = (const float *)kv->v[ap->layer] + (size_t)kvh * hd;
+        const float *K = (const float *)kv->k[ap->layer] + (size_t)kvh * hd;
+        const float *V = (const float *)kv->v[ap->layer] + (size_t)kvh * hd;
         float mx = -INFINITY;
         for (int32_t c = 0; c < nc; c++) {
             bool vis = kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
