@@ -332,6 +332,10 @@ static void attention_ordered(const mf_attn_params *ap, const mf_kv_cache *kv, c
             scores[c] = vis ? mf_cpu_dot_f32_ord_avx2(K + (size_t)c * stride, qh, hd) * ap->scale : -INFINITY;
             if (scores[c] > mx) mx = scores[c];
         }
+        if (mx == -INFINITY) { /* nothing visible (no cell stored for this token): zeros, not NaN */
+            memset(o, 0, (size_t)hd * sizeof(float));
+            continue;
+        }
         double sum = mf_cpu_softmax_exp_ord_avx2(scores, nc, mx);
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
         for (int32_t c = 0; c < nc; c++) scores[c] *= inv;
