@@ -145,9 +145,8 @@ mf_status mf_chat_template_render(const mf_chat_template *t, const json_t *conte
         for (size_t i = 0; i < ctx.d->n; i++) jv_dict_set(c, &root->vars, ctx.d->k[i], ctx.d->v[i]);
     }
     jinja_exec(c, root, t->body);
-    char *res = realloc(c->out, c->out_len + 1);
-    if (!res) res = c->out;
-    if (!res) res = malloc(1);
+    /* room for the terminating NUL (an empty render has no buffer yet) */
+    char *res = c->out_len < c->out_cap ? c->out : realloc(c->out, c->out_len + 1);
     if (!res) jinja_error(c, MF_ERR_NOMEM, "out of memory finishing the output");
     res[c->out_len] = 0;
     *out = res;
