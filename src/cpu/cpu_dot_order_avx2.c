@@ -165,14 +165,8 @@ static inline __m256i k_lanes(__m256i q, const int8_t *a, int16_t scale) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(a)), _mm256_set1_epi16(scale));
 }
 
-/* Lanes of 32 unsigned weight bytes times activations with two scales: bytes 0..15 and 16..31. */
-static inline __m256i k_lanes2(__m256i q, const int8_t *a, int16_t s0, int16_t s1) {
-    const __m256i sc = _mm256_setr_m128i(_mm_set1_epi16(s0), _mm_set1_epi16(s1));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(a)), sc);
-}
-
 /* Q4_K/Q5_K super-block lanes: sub-blocks 2c and 2c+1 are the low and high nibbles of qs chunk c;
- * hbit(c, 0/1) gives Q5_K's fifth bits (bit 2c / 2c+1 of qh[k] for value k), zero for Q4_K. */
+ * Q5_K's qh gives the fifth bits (bit 2c / 2c+1 of qh[k] for value k); NULL for Q4_K. */
 static inline __m256i k4_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, const uint8_t sc[8]) {
     __m256i sum = _mm256_setzero_si256();
     const __m256i hbits = qh ? load32(qh) : _mm256_setzero_si256();
@@ -226,13 +220,16 @@ ORDERED_DOT(dot_q5_K, mf_block_q5_K, mf_block_q8_K, 256, st_q5_K, fin_acc_s)
  * 32 consecutive values (lane p gets values 32p..32p+31 of the super-block, from bsums). */
 static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_state *st) {
     const float d = a->d * h2f(w->d);
-    const int8_t *sc = w->scales;
-    int32_t off[8];
-    for (int p = 0; p < 8; p++)
-        off[p] = 32 * ((int32_t)a->bsums[2 * p] * sc[2 * p] + (int32_t)a->bsums[2 * p + 1] * sc[2 * p + 1]);
+    /* the 16 scales as int16; the offsets 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) in lane p */
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)w->scales);
+    const __m256i off = _mm256_slli_epi32(
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_cvtepi8_epi16(sc8)), 5);
     __m256i sum = _mm256_setzero_si256();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     for (int j = 0; j < 2; j++) {
+        /* scales 8j..8j+7 as int16 in both 128-bit lanes; pick[v] spreads scale 2v over the low lane
+         * and 2v+1 over the high lane (bytes 0..15 and 16..31 of the 32 values) */
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8 * j)));
         const __m256i l0 = load32(w->ql + 64 * j), l1 = load32(w->ql + 64 * j + 32), h = load32(w->qh + 32 * j);
         const __m256i q[4] = {
             _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
@@ -244,11 +241,15 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
         };
         for (int v = 0; v < 4; v++) {
-            const int k = 8 * j + 2 * v;
-            sum = _mm256_add_epi32(sum, k_lanes2(q[v], a->qs + 128 * j + 32 * v, sc[k], sc[k + 1]));
+            const char lo = (char)(4 * v), hi = (char)(4 * v + 2);
+            const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
+                                                  lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
+                                                  hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
+            const __m256i p16 = _mm256_maddubs_epi16(q[v], load32(a->qs + 128 * j + 32 * v));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, _mm256_shuffle_epi8(s16, pick)));
         }
     }
-    sum = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)off));
+    sum = _mm256_sub_epi32(sum, off);
     st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), st->acc);
 }
 ORDERED_DOT(dot_q6_K, mf_block_q6_K, mf_block_q8_K, 256, st_q6_K, fin_acc)
