@@ -150,7 +150,17 @@ ORDERED_DOT(dot_q5_1, mf_block_q5_1, mf_block_q8_1, 32, st_q5_1, fin_acc_s)
 
 /* The 6-bit scales and mins of Q4_K/Q5_K's eight sub-blocks. */
 static inline void k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 8; j++) mf_get_scale_min_k4(j, packed, &sc[j], &mn[j]);
+    /* mf_get_scale_min_k4 for all eight at once, four bytes per 32-bit word: sub-blocks 0..3 keep
+     * the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 take the nibbles of bytes 8..11
+     * and the top 2 bits of bytes 0..3 (scales) or 4..7 (mins) as bits 4..5 */
+    uint32_t u[3], s[2], m[2];
+    memcpy(u, packed, 12);
+    s[0] = u[0] & 0x3f3f3f3fu;
+    m[0] = u[1] & 0x3f3f3f3fu;
+    s[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    m[1] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    memcpy(sc, s, 8);
+    memcpy(mn, m, 8);
 }
 
 /* Sum over the sub-blocks of mins[j] * (sum of that sub-block's 32 activations), an exact integer. */
