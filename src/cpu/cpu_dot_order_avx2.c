@@ -239,7 +239,7 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
     for (int j = 0; j < 2; j++) {
         /* scales 8j..8j+7 as int16 in both 128-bit lanes; pick[v] spreads scale 2v over the low lane
          * and 2v+1 over the high lane (bytes 0..15 and 16..31 of the 32 values) */
-        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8 * j)));
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(j ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
         const __m256i l0 = load32(w->ql + 64 * j), l1 = load32(w->ql + 64 * j + 32), h = load32(w->qh + 32 * j);
         const __m256i q[4] = {
             _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
