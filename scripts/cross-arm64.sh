@@ -10,7 +10,6 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
-command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 if [ ! -e /usr/lib/aarch64-linux-gnu/pkgconfig/jansson.pc ]; then
   dpkg --print-foreign-architectures | grep -qx arm64 || ${SUDO:-} dpkg --add-architecture arm64
@@ -31,7 +30,7 @@ echo "== arm64 cross build"
 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
 cmake -S . -B build-arm64 -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-  -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
+  -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc \
   -DCMAKE_C_FLAGS=-fno-tree-vectorize \
   -DCMAKE_FIND_ROOT_PATH=$sysroot -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER \
   -DCMAKE_CROSSCOMPILING_EMULATOR="qemu-aarch64;-L;$sysroot" >/dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds minfer and runs every test: the C tests (ctest) in a release build, the end-to-end tests
-# (pytest), then the C tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# (pytest), the C tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build, and on
+# x86-64 an arm64 cross build whose kernel and format tests run under qemu (MINFER_SKIP_ARM64=1
+# skips that stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -22,4 +24,8 @@ echo "== C tests (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMINFER_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 ctest --output-on-failure -j"$jobs")
+if [ "$(uname -m)" = x86_64 ] && [ "${MINFER_SKIP_ARM64:-0}" != 1 ]; then
+  echo "== arm64 build, kernel and format tests under qemu (NEON)"
+  bash scripts/cross-arm64.sh -R 'test_(core|simd|simd_models|quant|gguf|gguf_hostile|tok|sample|sample_stop|jinja|model_order)$'
+fi
 echo "all tests passed"
