@@ -24,6 +24,13 @@ echo "== C tests (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMINFER_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 ctest --output-on-failure -j"$jobs")
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "== CUDA build (compile and link only; runs where a GPU is present)"
+  PATH="$PATH:/usr/local/cuda/bin" cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON >/dev/null
+  PATH="$PATH:/usr/local/cuda/bin" cmake --build build-cuda -j"$jobs" --target minfer_cli
+  build-cuda/minfer --version
+fi
+
 if [ "$(uname -m)" = x86_64 ] && [ "${MINFER_SKIP_ARM64:-0}" != 1 ]; then
   echo "== arm64 build, kernel and format tests under qemu (NEON)"
   bash scripts/cross-arm64.sh -R 'test_(core|simd|simd_models|quant|gguf|gguf_hostile|tok|sample|sample_stop|jinja|model_order)$'

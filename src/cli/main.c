@@ -1,5 +1,7 @@
 /* main.c: the minfer program: dispatches `minfer COMMAND ...` to the command table in cli.h. */
 #include "cli/cli.h"
+#include "cuda/cuda.h"
+#include "simd/simd.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -77,7 +79,19 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("minfer %s\n", MINFER_VERSION);
+        printf("minfer %s\ncpu kernels: %s\n", MINFER_VERSION, mf_simd_isa_name());
+        if (mf_cuda_built()) {
+            int n = mf_cuda_device_count();
+            printf("cuda: %d device%s%s%s\n", n, n == 1 ? "" : "s", n ? "" : ": ", n ? "" : mf_last_error());
+            for (int i = 0; i < n; i++) {
+                mf_cuda_device d;
+                if (mf_cuda_device_info(i, &d) == MF_OK)
+                    printf("  %d: %s, compute %d.%d, %.1f GiB, %d SMs\n", i, d.name, d.major, d.minor,
+                           (double)d.total_mem / (1 << 30), d.multiprocessors);
+            }
+        } else {
+            printf("cuda: not built (cmake -DMINFER_CUDA=ON)\n");
+        }
         return 0;
     }
     for (size_t i = 0; commands[i].name; i++)
