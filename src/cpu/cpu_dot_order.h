@@ -9,9 +9,12 @@
 /* An ordered dot, for one weight row or four (rows w + r * w_stride; out[r]), against one
  * activation row of the weight type's vec_dot_type, as the activation quantizers write it. */
 typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const void *a, float *out);
+/* dot8: eight weight rows against one activation row, the same per-output float steps as dot (the
+ * rows are interleaved in registers for instruction-level parallelism); NULL where there is none. */
 typedef struct mf_cpu_ordered_dots {
     mf_vec_dot_fn dot;
     mf_cpu_dot4_fn dot4;
+    mf_cpu_dot4_fn dot8;
 } mf_cpu_ordered_dots;
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked

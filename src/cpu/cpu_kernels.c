@@ -54,7 +54,7 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
     }
 #endif
     (void)w, (void)grouped;
-    return (mf_cpu_ordered_dots){NULL, NULL};
+    return (mf_cpu_ordered_dots){NULL, NULL, NULL};
 }
 
 bool mf_cpu_type_supported(mf_type t) {
@@ -125,6 +125,8 @@ static void mm_dot(void *arg, int ith, int nth) {
                 const uint8_t *a = m->act + (size_t)t * m->act_row;
                 float *yt = m->y + t * N;
                 int64_t o = ob;
+                for (; d.dot8 && o + 8 <= oe; o += 8)
+                    d.dot8(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, m->w->row_bytes, a, yt + o);
                 for (; m->nt > 1 && o + 4 <= oe; o += 4)
                     d.dot4(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, m->w->row_bytes, a, yt + o);
                 for (; o < oe; o++) yt[o] = d.dot(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, a);
