@@ -287,10 +287,13 @@ ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
  * are exact, so they may be formed in any order: sum((q - 8) * a) = sum(q * a) - 8 * sum(a), with the
  * nibbles q (0..15) as maddubs' unsigned operand; the eight rows' lane vectors are reduced together
  * by a tree of hadds, which leaves row r's sum in lane r. */
-static inline short half_bits(const mf_block_q4_0 *x) {
-    uint16_t h;
-    memcpy(&h, &x->d, 2);
-    return (short)h;
+/* Four blocks' half-float scales packed in a u64 (first in the low word), by scalar loads and shifts:
+ * eight pinsrw would be a long dependent chain, a gather through memory a store-forwarding stall. */
+static inline long long halves4(const mf_block_q4_0 *a, const mf_block_q4_0 *b, const mf_block_q4_0 *c,
+                                const mf_block_q4_0 *d) {
+    uint16_t h0, h1, h2, h3;
+    memcpy(&h0, &a->d, 2), memcpy(&h1, &b->d, 2), memcpy(&h2, &c->d, 2), memcpy(&h3, &d->d, 2);
+    return (long long)((uint64_t)h0 | (uint64_t)h1 << 16 | (uint64_t)h2 << 32 | (uint64_t)h3 << 48);
 }
 
 static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
@@ -325,8 +328,7 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
         Q4_0_ROW(6);
         Q4_0_ROW(7);
 #undef Q4_0_ROW
-        const __m128i dh = _mm_setr_epi16(half_bits(x0), half_bits(x1), half_bits(x2), half_bits(x3), half_bits(x4),
-                                          half_bits(x5), half_bits(x6), half_bits(x7));
+        const __m128i dh = _mm_set_epi64x(halves4(x4, x5, x6, x7), halves4(x0, x1, x2, x3));
         /* lanes after two hadd levels: [r0 r1 r2 r3 | r0 r1 r2 r3] partial sums (and r4..r7) */
         const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(l0, l1), _mm256_hadd_epi32(l2, l3));
         const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(l4, l5), _mm256_hadd_epi32(l6, l7));

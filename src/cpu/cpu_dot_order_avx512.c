@@ -147,3 +147,68 @@ mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t) {
     default: return NULL;
     }
 }
+
+/* The eight-row repacked-order Q4_0 dot of cpu_dot_order_avx2.c (lane r of acc is row r's chain of
+ * fma((float)block sum, d_w * d_a, acc)) with VNNI: rows r and r+1 share a 512-bit register, one
+ * vpdpbusd of the nibbles (unsigned) against the activation block in both halves; the exact block
+ * sums are sum(q * a) - 8 * sum(a), reduced by the same hadd tree, so results are bit-identical. */
+/* Four blocks' half-float scales packed in a u64 (first in the low word), by scalar loads and shifts:
+ * eight pinsrw would be a long dependent chain, a gather through memory a store-forwarding stall. */
+static inline long long halves4(const mf_block_q4_0 *a, const mf_block_q4_0 *b, const mf_block_q4_0 *c,
+                                const mf_block_q4_0 *d) {
+    uint16_t h0, h1, h2, h3;
+    memcpy(&h0, &a->d, 2), memcpy(&h1, &b->d, 2), memcpy(&h2, &c->d, 2), memcpy(&h3, &d->d, 2);
+    return (long long)((uint64_t)h0 | (uint64_t)h1 << 16 | (uint64_t)h2 << 32 | (uint64_t)h3 << 48);
+}
+
+static inline __m512i nib_rows(const mf_block_q4_0 *x0, const mf_block_q4_0 *x1) {
+    /* 128-bit quarters [x0 bytes | - | x1 bytes | -], then [lo(x0) | hi(x0) | lo(x1) | hi(x1)] nibbles */
+    const __m512i t = _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x0->qs)),
+                                         _mm_loadu_si128((const __m128i *)x1->qs), 2);
+    const __m512i both = _mm512_mask_blend_epi64(0xCC, t, _mm512_srli_epi16(_mm512_shuffle_i64x2(t, t, 0xA0), 4));
+    return _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+}
+
+void mf_cpu_ordered_dot8_q4_0_avx512(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    const uint8_t *wb = w;
+    const mf_block_q8_0 *ab = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        {
+            const char *p = (const char *)wb + 8 * ws + (size_t)i * 8 * sizeof(mf_block_q4_0);
+            _mm_prefetch(p, _MM_HINT_T0);
+            _mm_prefetch(p + 64, _MM_HINT_T0);
+            _mm_prefetch(p + 128, _MM_HINT_T0);
+        }
+        const __m256i av = _mm256_loadu_si256((const __m256i *)ab[i].qs);
+        const __m512i av2 = _mm512_broadcast_i64x4(av);
+#define ROW(r) ((const mf_block_q4_0 *)(wb + (size_t)(r) * ws) + i)
+        const mf_block_q4_0 *x0 = ROW(0), *x1 = ROW(1), *x2 = ROW(2), *x3 = ROW(3);
+        const mf_block_q4_0 *x4 = ROW(4), *x5 = ROW(5), *x6 = ROW(6), *x7 = ROW(7);
+#undef ROW
+        const __m512i z01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib_rows(x0, x1), av2);
+        const __m512i z23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib_rows(x2, x3), av2);
+        const __m512i z45 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib_rows(x4, x5), av2);
+        const __m512i z67 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib_rows(x6, x7), av2);
+        /* hadd within 128-bit quarters: [r0 lanes | r1 lanes] pairs become row sums after two levels */
+        const __m256i h0 = _mm256_hadd_epi32(
+            _mm256_hadd_epi32(_mm512_castsi512_si256(z01), _mm512_extracti64x4_epi64(z01, 1)),
+            _mm256_hadd_epi32(_mm512_castsi512_si256(z23), _mm512_extracti64x4_epi64(z23, 1)));
+        const __m256i h1 = _mm256_hadd_epi32(
+            _mm256_hadd_epi32(_mm512_castsi512_si256(z45), _mm512_extracti64x4_epi64(z45, 1)),
+            _mm256_hadd_epi32(_mm512_castsi512_si256(z67), _mm512_extracti64x4_epi64(z67, 1)));
+        __m256i sum =
+            _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+        __m256i as = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), av);
+        as = _mm256_add_epi32(as, _mm256_shuffle_epi32(as, 0x4E));
+        as = _mm256_add_epi32(as, _mm256_shuffle_epi32(as, 0xB1));
+        as = _mm256_add_epi32(as, _mm256_permute2x128_si256(as, as, 0x01));
+        sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(as, 3));
+        const __m128i dh = _mm_set_epi64x(halves4(x4, x5, x6, x7), halves4(x0, x1, x2, x3));
+        uint16_t da;
+        memcpy(&da, &ab[i].d, 2);
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(_cvtsh_ss(da)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
