@@ -33,9 +33,6 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant); /* AVX2 + 
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);
-/* The eight-row Q4_0 dot in the repacked order (dot8 of MF_ORDER_REPACKED_*) with VNNI, bit-identical
- * to the AVX2 one (same CPU requirements as mf_cpu_ordered_dot_avx512). */
-void mf_cpu_ordered_dot8_q4_0_avx512(int64_t n, const void *w, size_t ws, const void *a, float *out);
 /* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp. */
 void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
 /* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */

@@ -286,7 +286,7 @@ ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
  * fma((float)block sum, d_w * d_a, acc), exactly st_q4_0_rp's float steps. The integer block sums
  * are exact, so they may be formed in any order: sum((q - 8) * a) = sum(q * a) - 8 * sum(a), with the
  * nibbles q (0..15) as maddubs' unsigned operand; the eight rows' lane vectors are reduced together
- * by a tree of hadds, which leaves row r's sum in lane r. */
+ * by unpacks and adds, which leave row r's sum in lane r. */
 /* Four blocks' half-float scales packed in a u64 (first in the low word), by scalar loads and shifts:
  * eight pinsrw would be a long dependent chain, a gather through memory a store-forwarding stall. */
 static inline long long halves4(const mf_block_q4_0 *a, const mf_block_q4_0 *b, const mf_block_q4_0 *c,
@@ -294,6 +294,14 @@ static inline long long halves4(const mf_block_q4_0 *a, const mf_block_q4_0 *b, 
     uint16_t h0, h1, h2, h3;
     memcpy(&h0, &a->d, 2), memcpy(&h1, &b->d, 2), memcpy(&h2, &c->d, 2), memcpy(&h3, &d->d, 2);
     return (long long)((uint64_t)h0 | (uint64_t)h1 << 16 | (uint64_t)h2 << 32 | (uint64_t)h3 << 48);
+}
+
+/* Lanes [r0 r1 r2 r3 | r0 r1 r2 r3]: each 128-bit half's four lanes of rows a..d summed, by unpacks
+ * and adds (cheaper than the equivalent two levels of hadd). */
+static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
 }
 
 static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
@@ -329,9 +337,7 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
         Q4_0_ROW(7);
 #undef Q4_0_ROW
         const __m128i dh = _mm_set_epi64x(halves4(x4, x5, x6, x7), halves4(x0, x1, x2, x3));
-        /* lanes after two hadd levels: [r0 r1 r2 r3 | r0 r1 r2 r3] partial sums (and r4..r7) */
-        const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(l0, l1), _mm256_hadd_epi32(l2, l3));
-        const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(l4, l5), _mm256_hadd_epi32(l6, l7));
+        const __m256i h0 = sum4_rows(l0, l1, l2, l3), h1 = sum4_rows(l4, l5, l6, l7);
         __m256i sum =
             _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
         /* 8 * sum(a), broadcast: the activation's lane sums reduced the same way */

@@ -50,8 +50,6 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
         mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(w->type, variant);
         if (variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 && mf_cpu_ordered_dot_avx512(w->type))
             d.dot = mf_cpu_ordered_dot_avx512(w->type);
-        if (d.dot8 && w->type == MF_TYPE_Q4_0 && mf_simd_active_level() == MF_SIMD_AVX512)
-            d.dot8 = mf_cpu_ordered_dot8_q4_0_avx512;
         return d;
     }
 #endif
