@@ -14,12 +14,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python packages used by the end-to-end tests and reference checks.
+# Python packages used by the end-to-end tests and reference checks. A system Python that refuses
+# pip installs (PEP 668, "externally managed") gets them with --break-system-packages; they are
+# ordinary PyPI packages that Debian does not ship.
 py_pkgs=(numpy gguf tokenizers jinja2 pytest)
-need_pip=0
-for m in numpy gguf tokenizers jinja2 pytest; do
-  python3 -c "import $m" 2>/dev/null || need_pip=1
-done
-if [ $need_pip -eq 1 ]; then
-  python3 -m pip install -q "${py_pkgs[@]}" 2>&1 | grep -v -i "running pip as the 'root' user" || true
+missing_py() {
+  local m out=()
+  for m in numpy gguf tokenizers jinja2 pytest; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
+  echo "${out[@]:-}"
+}
+if [ -n "$(missing_py)" ]; then
+  python3 -m pip --version >/dev/null 2>&1 || python3 -m ensurepip --upgrade >/dev/null 2>&1 || true
+  python3 -m pip install -q "${py_pkgs[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${py_pkgs[@]}"
+  still=$(missing_py)
+  if [ -n "$still" ]; then
+    echo "deps: could not install the Python packages: $still (python3 is $(command -v python3))" >&2
+    exit 1
+  fi
 fi
