@@ -1,6 +1,7 @@
 /* test_sample_args.c: the sampling and stop flags of the command line (src/cli/sample_args.c, compiled
  * in here since the CLI sources are not part of the library): values, aliases, logit bias by id and
  * by text, DRY breakers, sampler order, escapes, and rejected values. */
+#include "cli/cli_util.c"
 #include "cli/sample_args.c"
 
 #include "test.h"

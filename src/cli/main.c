@@ -3,8 +3,6 @@
 #include "cuda/cuda.h"
 #include "simd/simd.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,54 +15,6 @@ typedef struct {
 #define MF_CLI_ENTRY(name, fn, help) {name, fn, help},
 static const cli_command commands[] = {MF_CLI_COMMANDS(MF_CLI_ENTRY){NULL, NULL, NULL}};
 #undef MF_CLI_ENTRY
-
-void cli_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("minfer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-void cli_error_status(mf_status s, const char *what) {
-    const char *msg = mf_last_error();
-    cli_error("%s: %s", what, msg[0] ? msg : mf_status_str(s));
-}
-
-bool cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s: '%s' is not an integer in [%lld, %lld]", flag, s, lo, hi);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        cli_error("%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val) {
-    if (strcmp(argv[*i], flag) != 0) return 0;
-    if (*i + 1 >= argc) {
-        cli_error("%s needs a value", flag);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
 
 static void usage(FILE *f) {
     fprintf(f, "minfer %s: local LLM inference for GGUF models\n\nusage: minfer COMMAND [ARGS]\n\ncommands:\n",

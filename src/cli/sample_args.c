@@ -1,6 +1,7 @@
 /* sample_args.c: parsing of the sampling and stop flags for minfer's commands (see sample_args.h).
  * Self-contained (prints its own "minfer: ..." errors) so tests can compile it directly. */
 #include "cli/sample_args.h"
+#include "cli/cli.h"
 
 #include "core/core.h"
 
@@ -11,16 +12,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void arg_error(const char *fmt, ...) MF_PRINTF(1, 2);
-static void arg_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("minfer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 void mf_cli_sample_opts_init(mf_cli_sample_opts *o) { mf_sample_settings_init(o); }
 void mf_cli_sample_opts_free(mf_cli_sample_opts *o) { mf_sample_settings_free(o); }
@@ -58,26 +49,10 @@ static char *unescape(const char *s) {
     return out;
 }
 
-static bool parse_ll(const char *flag, const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        arg_error("%s: '%s' is not an integer in [%lld, %lld]", flag, s, lo, hi);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
+/* cli_parse_float into a float field. */
 static bool parse_f(const char *flag, const char *s, double lo, double hi, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        arg_error("%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
-        return false;
-    }
+    double v;
+    if (!cli_parse_float(flag, s, lo, hi, &v)) return false;
     *out = (float)v;
     return true;
 }
@@ -128,7 +103,7 @@ static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts 
         if (end != v + j && !*end && !errno && !isnan(b)) k = j, bias = b;
     }
     if (!k) {
-        arg_error("%s: '%s' is not TOKEN(+|-)BIAS, e.g. 15043+1, 15043-inf or Hello-2.5", flag, v);
+        cli_error("%s: '%s' is not TOKEN(+|-)BIAS, e.g. 15043+1, 15043-inf or Hello-2.5", flag, v);
         return -1;
     }
     bool digits = true;
@@ -137,7 +112,7 @@ static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts 
         char idbuf[16];
         memcpy(idbuf, v, k), idbuf[k] = 0;
         long long id;
-        if (!parse_ll(flag, idbuf, 0, 2147483647LL, &id)) return -1;
+        if (!cli_parse_int(flag, idbuf, 0, 2147483647LL, &id)) return -1;
         return mf_sample_settings_add_bias(o, (int32_t)id, NULL, bias) ? -1 : 1;
     }
     char *key = mf_strndup(v, k);
@@ -174,7 +149,7 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
     for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) known |= is(a, num_flags[j].name) || is(a, num_flags[j].alias);
     if (!known) return 0;
     if (*i + 1 >= argc) {
-        arg_error("%s needs a value", a);
+        cli_error("%s needs a value", a);
         return -1;
     }
     const char *v = argv[++*i];
@@ -188,7 +163,7 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
             memcpy(field, &f, sizeof f);
         } else {
             long long x;
-            if (!parse_ll(a, v, (long long)num_flags[j].lo, (long long)num_flags[j].hi, &x)) return -1;
+            if (!cli_parse_int(a, v, (long long)num_flags[j].lo, (long long)num_flags[j].hi, &x)) return -1;
             int32_t x32 = (int32_t)x;
             memcpy(field, &x32, sizeof x32);
         }
@@ -196,24 +171,24 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
     }
     if (is(a, "-s") || is(a, "--seed")) {
         long long x;
-        if (!parse_ll(a, v, -1, 4294967294LL, &x)) return -1;
+        if (!cli_parse_int(a, v, -1, 4294967294LL, &x)) return -1;
         o->params.seed = x < 0 ? MF_SAMPLER_SEED_RANDOM : (uint32_t)x;
         o->seed_given = x >= 0;
         return 1;
     }
     if (is(a, "-n") || is(a, "--n-predict") || is(a, "--predict"))
-        return parse_ll(a, v, -1, 1LL << 40, &o->n_predict) ? 1 : -1;
+        return cli_parse_int(a, v, -1, 1LL << 40, &o->n_predict) ? 1 : -1;
     if (is(a, "-l") || is(a, "--logit-bias")) return parse_logit_bias(a, v, o);
     if (is(a, "--samplers")) {
         if (mf_sampler_parse_stages(&o->params, v)) {
-            arg_error("%s: %s", a, mf_last_error());
+            cli_error("%s: %s", a, mf_last_error());
             return -1;
         }
         return 1;
     }
     if (is(a, "--sampling-seq") || is(a, "--sampler-seq")) {
         if (mf_sampler_parse_stage_chars(&o->params, v)) {
-            arg_error("%s: %s", a, mf_last_error());
+            cli_error("%s: %s", a, mf_last_error());
             return -1;
         }
         return 1;
@@ -223,7 +198,7 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
     char *s = unescape(v);
     if (s && !s[0]) {
         free(s);
-        arg_error("%s: the stop string is empty", a);
+        cli_error("%s: the stop string is empty", a);
         return -1;
     }
     mf_status st = s ? mf_sample_settings_add_stop(o, s) : MF_ERR_NOMEM;

@@ -1,0 +1,55 @@
+/* cli_util.c: the helpers every command shares: one-line errors and checked number parsing. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("minfer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void cli_error_status(mf_status s, const char *what) {
+    const char *msg = mf_last_error();
+    cli_error("%s: %s", what, msg[0] ? msg : mf_status_str(s));
+}
+
+bool cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("%s: '%s' is not an integer in [%lld, %lld]", flag, s, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_error("%s: '%s' is not a number in [%g, %g]", flag, s, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val) {
+    if (strcmp(argv[*i], flag) != 0) return 0;
+    if (*i + 1 >= argc) {
+        cli_error("%s needs a value", flag);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
