@@ -1,4 +1,5 @@
 /* test_core.c: the error channel, checked arithmetic and fp16/bf16 conversions. */
+#include "core/arena.h"
 #include "core/core.h"
 #include "test.h"
 
@@ -44,7 +45,32 @@ static void test_fp16(void) {
     CHECK(mf_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80); /* tie to even */
 }
 
+/* Arena: alignment, large requests, the limit, reuse after free. */
+static void test_arena(void) {
+    mf_arena a = {.block_size = 256};
+    char *s = mf_arena_strndup(&a, "hello", 3);
+    CHECK(s && !strcmp(s, "hel"));
+    int misaligned = 0;
+    for (int i = 1; i < 100; i++) {
+        unsigned char *p = mf_arena_alloc(&a, (size_t)i * 7);
+        misaligned += p == NULL || ((uintptr_t)p & 15) != 0;
+        if (p) memset(p, 0xab, (size_t)i * 7);
+    }
+    CHECK(misaligned == 0);
+    CHECK(mf_arena_alloc(&a, 100000) != NULL); /* larger than a block */
+    CHECK(s[0] == 'h');                        /* earlier data intact */
+    CHECK(mf_arena_alloc(&a, SIZE_MAX) == NULL && mf_arena_last_status() == MF_ERR_NOMEM);
+    mf_arena_free(&a);
+    CHECK(a.head == NULL && a.reserved == 0);
+    a.limit = 1000;
+    CHECK(mf_arena_alloc(&a, 100) != NULL);
+    CHECK(mf_arena_alloc(&a, 5000) == NULL && mf_arena_last_status() == MF_ERR_RANGE);
+    CHECK(strstr(mf_last_error(), "memory limit of 1000") != NULL);
+    mf_arena_free(&a);
+}
+
 int main(void) {
+    test_arena();
     test_status();
     test_arith();
     test_fp16();

@@ -121,7 +121,7 @@ mf_status mf_chat_template_render(const mf_chat_template *t, const json_t *conte
     /* on the heap: its fields change between setjmp and a longjmp */
     jctx *c = mf_calloc(1, sizeof *c);
     if (!c) return MF_ERR_NOMEM;
-    c->arena.limit = p.max_memory;
+    c->arena.mem.limit = p.max_memory;
     c->arena.on_fail = &c->fail;
     c->arena.errbuf = c->err;
     c->arena.errcap = sizeof c->err;

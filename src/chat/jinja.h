@@ -12,14 +12,14 @@
 #include "chat/jinja_names.h"
 #include "core/core.h"
 
+#include "core/arena.h"
+
 #include <setjmp.h>
 
 /* ---- arena ---- */
-typedef struct jarena_chunk jarena_chunk;
+/* The core arena (mem.limit: 0 = none) with a failure that unwinds instead of returning NULL. */
 typedef struct jarena {
-    jarena_chunk *head;
-    size_t used;       /* bytes handed out, all chunks */
-    size_t limit;      /* 0 = none */
+    mf_arena mem;
     jmp_buf *on_fail;  /* where to unwind when the limit or malloc fails (set by the owner) */
     char *errbuf;      /* owner's message buffer for that failure */
     size_t errcap;

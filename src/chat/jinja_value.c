@@ -10,12 +10,6 @@
 #include <stdlib.h>
 
 /* ---- arena ---- */
-struct jarena_chunk {
-    jarena_chunk *next;
-    size_t cap, used;
-    _Alignas(16) char data[];
-};
-
 void jarena_fail(jarena *a, mf_status s, const char *fmt, ...) {
     if (a->errbuf) {
         va_list ap;
@@ -30,36 +24,16 @@ void jarena_fail(jarena *a, mf_status s, const char *fmt, ...) {
 
 void *jarena_alloc(jarena *a, size_t n) {
     if (n > ((size_t)1 << 40)) jarena_fail(a, MF_ERR_RANGE, "template interpreter asked for %zu bytes at once", n);
-    n = (n + 15) & ~(size_t)15;
-    if (n == 0) n = 16;
-    jarena_chunk *h = a->head;
-    if (!h || h->cap - h->used < n) {
-        size_t cap = n > 65536 ? n : 65536;
-        if (a->limit && (a->used + cap > a->limit || n > a->limit))
-            jarena_fail(a, MF_ERR_RANGE, "template rendering exceeded its memory limit of %zu bytes", a->limit);
-        h = malloc(sizeof *h + cap);
-        if (!h) jarena_fail(a, MF_ERR_NOMEM, "out of memory (%zu bytes) in the template interpreter", cap);
-        h->cap = cap;
-        h->used = 0;
-        h->next = a->head;
-        a->head = h;
-        a->used += cap;
+    void *p = mf_arena_alloc(&a->mem, n);
+    if (!p) {
+        if (mf_arena_last_status() == MF_ERR_RANGE)
+            jarena_fail(a, MF_ERR_RANGE, "template rendering exceeded its memory limit of %zu bytes", a->mem.limit);
+        jarena_fail(a, MF_ERR_NOMEM, "out of memory (%zu bytes) in the template interpreter", n);
     }
-    void *p = h->data + h->used;
-    h->used += n;
     return p;
 }
 
-void jarena_free(jarena *a) {
-    jarena_chunk *h = a->head;
-    while (h) {
-        jarena_chunk *next = h->next;
-        free(h);
-        h = next;
-    }
-    a->head = NULL;
-    a->used = 0;
-}
+void jarena_free(jarena *a) { mf_arena_free(&a->mem); }
 
 char *jarena_strndup(jarena *a, const char *s, size_t n) {
     char *p = jarena_alloc(a, n + 1);

@@ -99,7 +99,7 @@ static mf_status read_name(reader *r, const char *what, uint64_t max, const char
                     (unsigned long long)at, (unsigned long long)str.len, (unsigned long long)max);
     if (memchr(str.ptr, 0, str.len))
         return fail(r, MF_ERR_FORMAT, "%s: %s at byte %llu contains a NUL byte", r->ctx, what, (unsigned long long)at);
-    *out = mf_gguf_arena_strndup(&r->g->arena, str.ptr, str.len);
+    *out = mf_arena_strndup(&r->g->arena, str.ptr, str.len);
     return *out ? MF_OK : MF_ERR_NOMEM;
 }
 
@@ -134,13 +134,13 @@ static mf_status read_array(reader *r, mf_gguf_value *v, int depth) {
     v->arr.strs = NULL;
     v->arr.items = NULL;
     if (et == MF_GGUF_STRING) {
-        mf_str *strs = n ? mf_gguf_arena_alloc(&r->g->arena, n * sizeof *strs) : NULL;
+        mf_str *strs = n ? mf_arena_alloc(&r->g->arena, n * sizeof *strs) : NULL;
         if (n && !strs) return MF_ERR_NOMEM;
         for (uint64_t i = 0; i < n; i++)
             if ((s = read_str(r, "array string", &strs[i])) != MF_OK) return s;
         v->arr.strs = strs;
     } else if (et == MF_GGUF_ARRAY) {
-        mf_gguf_value *items = n ? mf_gguf_arena_alloc(&r->g->arena, n * sizeof *items) : NULL;
+        mf_gguf_value *items = n ? mf_arena_alloc(&r->g->arena, n * sizeof *items) : NULL;
         if (n && !items) return MF_ERR_NOMEM;
         for (uint64_t i = 0; i < n; i++)
             if ((s = read_array(r, &items[i], depth + 1)) != MF_OK) return s;
@@ -236,7 +236,7 @@ typedef struct parsed {
 
 static mf_status read_kvs(reader *r, parsed *out, uint64_t n_kv) {
     mf_status s;
-    out->kvs = mf_gguf_arena_alloc(&r->g->arena, (n_kv ? n_kv : 1) * sizeof *out->kvs);
+    out->kvs = mf_arena_alloc(&r->g->arena, (n_kv ? n_kv : 1) * sizeof *out->kvs);
     if (!out->kvs) return MF_ERR_NOMEM;
     if ((s = mf_gguf_index_init(&out->kv_index, n_kv)) != MF_OK) return s;
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -371,7 +371,7 @@ static mf_status parse_part(mf_gguf *g, uint32_t part, parsed *out) {
     memset(out, 0, sizeof *out);
     if ((s = read_header(&r, &out->version, &n_tensors, &n_kv)) != MF_OK) return s;
     if ((s = read_kvs(&r, out, n_kv)) != MF_OK) return s;
-    out->tensors = mf_gguf_arena_alloc(&g->arena, (n_tensors ? n_tensors : 1) * sizeof *out->tensors);
+    out->tensors = mf_arena_alloc(&g->arena, (n_tensors ? n_tensors : 1) * sizeof *out->tensors);
     if (!out->tensors) return MF_ERR_NOMEM;
     for (uint64_t i = 0; i < n_tensors; i++) {
         snprintf(r.ctx, sizeof r.ctx, "tensor info %llu (at byte %llu)", (unsigned long long)i, (unsigned long long)r.pos);
@@ -428,7 +428,7 @@ void mf_gguf_free(mf_gguf *g) {
     free(g->parts);
     mf_gguf_index_free(&g->kv_index);
     mf_gguf_index_free(&g->tensor_index);
-    mf_gguf_arena_free(&g->arena);
+    mf_arena_free(&g->arena);
     free(g);
 }
 
@@ -533,7 +533,7 @@ static mf_status load(mf_gguf *g, bool follow_splits) {
         s = mf_fail(MF_ERR_FORMAT, "%s: split.tensors.count is %llu but the %u part(s) hold %llu tensors", part0->path,
                     (unsigned long long)tcount, n_parts, (unsigned long long)total);
     if (s == MF_OK && n_parts > 1) {
-        g->tensors = mf_gguf_arena_alloc(&g->arena, total * sizeof *g->tensors);
+        g->tensors = mf_arena_alloc(&g->arena, total * sizeof *g->tensors);
         if (!g->tensors) s = MF_ERR_NOMEM;
         for (uint32_t i = 0, at = 0; s == MF_OK && i < n_parts; i++) {
             memcpy(g->tensors + at, list[i].tensors, (size_t)list[i].n_tensors * sizeof *g->tensors);
@@ -564,6 +564,7 @@ static mf_status open_common(const char *path, const void *data, size_t size, co
     *out = NULL;
     mf_gguf *g = mf_calloc(1, sizeof *g);
     if (!g) return MF_ERR_NOMEM;
+    g->arena.block_size = MF_GGUF_ARENA_BLOCK;
     g->parts = mf_calloc(1, sizeof *g->parts);
     mf_status s = g->parts ? MF_OK : MF_ERR_NOMEM;
     if (s == MF_OK) {

@@ -4,6 +4,7 @@
 #ifndef MF_GGUF_INTERNAL_H
 #define MF_GGUF_INTERNAL_H
 
+#include "core/arena.h"
 #include "gguf/gguf.h"
 
 #define MF_GGUF_MAX_KEY 1024         /* bytes in a metadata key */
@@ -11,14 +12,9 @@
 #define MF_GGUF_MAX_NESTING 8        /* arrays of arrays, levels deep */
 #define MF_GGUF_MAX_PARTS 9999       /* split parts, as -NNNNN-of-NNNNN allows with room */
 
-typedef struct mf_gguf_arena_block mf_gguf_arena_block;
-typedef struct mf_gguf_arena {
-    mf_gguf_arena_block *head;
-} mf_gguf_arena;
-
-void *mf_gguf_arena_alloc(mf_gguf_arena *a, size_t n); /* 16-byte aligned; NULL + MF_ERR_NOMEM */
-char *mf_gguf_arena_strndup(mf_gguf_arena *a, const char *s, size_t n);
-void mf_gguf_arena_free(mf_gguf_arena *a);
+/* Keys, tensor names and string-array views live in an arena of 256 KiB blocks, so a 151,936-token
+ * vocabulary costs a few allocations, not 151,936. */
+#define MF_GGUF_ARENA_BLOCK (256u * 1024u)
 
 /* Open-addressing hash set of names: slots hold index + 1 (0 = empty); capacity is a power of two
  * at least twice the entry count, so probes stay short. */
@@ -54,7 +50,7 @@ struct mf_gguf {
     mf_gguf_tensor *tensors; /* all parts, part 0's first, each part in file order */
     int64_t n_tensors;
     mf_gguf_index kv_index, tensor_index;
-    mf_gguf_arena arena;
+    mf_arena arena;
 };
 
 /* An integer value (any of the 8 integer types) as u64 / i64; false if not an integer or out of range. */

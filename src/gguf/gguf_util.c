@@ -1,69 +1,8 @@
-/* gguf_util.c: the reader's storage helpers: a bump arena (keys, tensor names and string-array views
- * live in a few large blocks, so a 151,936-token vocabulary costs one allocation, not 151,936) and
- * the open-addressing name index used for metadata keys and tensor names. */
+/* gguf_util.c: the open-addressing name index used for metadata keys and tensor names. */
 #include "gguf/gguf_internal.h"
 
-#include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
-
-#define ARENA_BLOCK (256u * 1024u)
-
-struct mf_gguf_arena_block {
-    mf_gguf_arena_block *next;
-    size_t used, cap;
-    alignas(16) unsigned char data[];
-};
-
-void *mf_gguf_arena_alloc(mf_gguf_arena *a, size_t n) {
-    size_t need;
-    if (!mf_add_size(n, 15, &need)) {
-        mf_fail(MF_ERR_NOMEM, "arena allocation of %zu bytes overflows", n);
-        return NULL;
-    }
-    need &= ~(size_t)15;
-    mf_gguf_arena_block *b = a->head;
-    if (!b || b->cap - b->used < need) {
-        size_t cap = need > ARENA_BLOCK ? need : ARENA_BLOCK, total;
-        if (!mf_add_size(cap, sizeof *b, &total)) {
-            mf_fail(MF_ERR_NOMEM, "arena allocation of %zu bytes overflows", n);
-            return NULL;
-        }
-        b = mf_malloc(total);
-        if (!b) return NULL;
-        b->cap = cap;
-        b->used = 0;
-        /* A block made for one big request goes behind the head, so the head's free room stays usable. */
-        if (a->head && need > ARENA_BLOCK) {
-            b->next = a->head->next;
-            a->head->next = b;
-        } else {
-            b->next = a->head;
-            a->head = b;
-        }
-    }
-    void *p = b->data + b->used;
-    b->used += need;
-    return p;
-}
-
-char *mf_gguf_arena_strndup(mf_gguf_arena *a, const char *s, size_t n) {
-    char *p = mf_gguf_arena_alloc(a, n + 1);
-    if (!p) return NULL;
-    memcpy(p, s, n);
-    p[n] = 0;
-    return p;
-}
-
-void mf_gguf_arena_free(mf_gguf_arena *a) {
-    mf_gguf_arena_block *b = a->head;
-    while (b) {
-        mf_gguf_arena_block *next = b->next;
-        free(b);
-        b = next;
-    }
-    a->head = NULL;
-}
 
 static const uint8_t vtype_sizes[MF_GGUF_VTYPE_COUNT] = {
     [MF_GGUF_UINT8] = 1, [MF_GGUF_INT8] = 1,    [MF_GGUF_UINT16] = 2, [MF_GGUF_INT16] = 2,
