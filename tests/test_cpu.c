@@ -73,7 +73,7 @@ static void test_matmul_type(mf_type type, mf_pool *p1, mf_pool *p3) {
     for (int64_t o = 0; o < N; o++) tr->quantize(wf + o * K, wq + (size_t)o * rb, K);
     mf_weight w = {.name = "w", .type = type, .ne = {K, N, 1, 1}, .row_bytes = rb, .data = wq};
     mf_weight b = {.name = "b", .type = MF_TYPE_F32, .ne = {N, 1, 1, 1}, .row_bytes = N * 4, .data = bias};
-    void *work = malloc(mf_cpu_matmul_work_size(&w, nt) + 1);
+    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, 4) + 1);
     mf_cpu_matmul(p1, &w, &b, x, y1, nt, work);
     mf_cpu_matmul(p3, &w, &b, x, y3, nt, work);
     mf_cpu_matmul_ref(&w, &b, x, yr, nt);

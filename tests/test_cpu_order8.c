@@ -60,7 +60,7 @@ static void check_matmul(int64_t n, int64_t nt) {
     for (int64_t i = 0; i < n * nt; i++) x[i] = frand() * 2.0f;
     for (int64_t o = 0; o < N; o++) mf_type_get_traits(MF_TYPE_Q4_0)->quantize(wf + o * n, wq + o * rb, n);
     mf_weight w = {.type = MF_TYPE_Q4_0, .ne = {n, N}, .data = wq, .row_bytes = rb};
-    void *work = malloc(mf_cpu_matmul_work_size(&w, nt));
+    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, 4));
     mf_pool *pool = NULL;
     CHECK(mf_pool_create(2, &pool) == MF_OK);
     mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);

@@ -30,8 +30,9 @@ bool mf_cpu_type_supported(mf_type t);
 /* Build the kernels' lookup tables (idempotent, thread-safe; the kernels call it themselves). */
 void mf_cpu_init_tables(void);
 
-/* Scratch for mf_cpu_matmul: the activations quantized to the weight's vec_dot_type. */
-size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt);
+/* Scratch for mf_cpu_matmul on a pool of up to n_threads threads: the activations quantized to the
+ * weight's vec_dot_type and, where a prefill GEMM serves nt rows, each thread's GEMM scratch. */
+size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads);
 /* y[t][o] = sum_k W[o][k] x[t][k] (+ b[o]) for t < nt, o < N. x {K, nt}, y {N, nt}. Activations are
  * quantized once per row into W's vec_dot_type (Q8_0/Q8_1/Q8_K/F16, as llama.cpp does), then one
  * dispatched dot per (o, t); threads split the output rows. */

@@ -33,7 +33,7 @@ static size_t cpu_work_size(const mf_backend *b, const mf_graph *g, const mf_nod
     size_t nth = (size_t)mf_pool_n_threads(c->pool);
     /* Per-thread scratch is rounded up to 64 bytes, so compute()'s (size / nth) & ~63 covers it. */
     switch (n->op) {
-    case MF_OP_MATMUL: return mf_cpu_matmul_work_size(n->p.mm.w, src(g, n, 0)->ne[1]);
+    case MF_OP_MATMUL: return mf_cpu_matmul_work_size(n->p.mm.w, src(g, n, 0)->ne[1], (int)nth);
     case MF_OP_ATTENTION:
         return nth * per_thread((size_t)(n->p.attn.n_head / n->p.attn.n_head_kv) *
                                 ((size_t)kv->n_cells + (size_t)n->p.attn.head_dim) * sizeof(float));

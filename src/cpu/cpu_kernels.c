@@ -3,6 +3,7 @@
  * RMSNorm sums in double, RoPE angles by repeated multiplication, softmax sums in double. */
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
+#include "cpu/cpu_gemm.h"
 #include "simd/simd.h"
 
 #include <math.h>
@@ -64,12 +65,21 @@ bool mf_cpu_type_supported(mf_type t) {
     return mf_type_get_traits(t)->dequantize && resolve_dot(t, &act, &q, &d);
 }
 
-size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt) {
+/* The quantized activation rows, then (for a GEMM) each thread's scratch, 64-byte aligned. */
+static size_t act_bytes(mf_type act, int64_t K, int64_t nt) {
+    return (mf_row_size(act, K) * (size_t)nt + 63) & ~(size_t)63;
+}
+
+static size_t gemm_scratch(const mf_cpu_gemm *g, int64_t K) { return (g->scratch_size(K) + 63) & ~(size_t)63; }
+
+size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads) {
     mf_type act;
     mf_quantize_fn q;
     mf_vec_dot_fn d;
     if (!resolve_dot(w->type, &act, &q, &d) || act == MF_TYPE_F32) return 0;
-    return mf_row_size(act, w->ne[0]) * (size_t)nt;
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(w);
+    const size_t scratch = g && nt >= g->min_tokens ? gemm_scratch(g, w->ne[0]) * (size_t)n_threads : 0;
+    return act_bytes(act, w->ne[0], nt) + scratch + 64; /* + 64: the caller's buffer need not be aligned */
 }
 
 typedef struct {
@@ -82,6 +92,9 @@ typedef struct {
     mf_quantize_fn quant;
     mf_vec_dot_fn dot;
     mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
+    const mf_cpu_gemm *gemm_ord; /* the ordered GEMM (cpu_gemm.h), when there are enough tokens */
+    uint8_t *scratch;             /* its per-thread scratch, scratch_bytes each */
+    size_t scratch_bytes;
     mf_cpu_ordered_dots ord, ord_grouped; /* llama.cpp's order; ord_grouped for tokens t < n_grouped */
     int64_t n_grouped;
 } mm_task;
@@ -98,6 +111,18 @@ static void mm_dot(void *arg, int ith, int nth) {
     int64_t K = m->w->ne[0], N = m->w->ne[1], o0, o1;
     mf_pool_range(N, ith, nth, &o0, &o1);
     const float *bias = m->b ? m->b->data : NULL;
+    if (m->gemm_ord) {
+        /* Panels of 16 weight rows: each thread takes whole panels. */
+        mf_pool_range((N + 15) / 16, ith, nth, &o0, &o1);
+        o0 *= 16, o1 = MF_MIN(o1 * 16, N);
+        if (o1 > o0)
+            m->gemm_ord->run(m->w, o0, o1, m->act, m->act_row, m->nt, m->n_grouped, m->y, (size_t)N,
+                             m->scratch + (size_t)ith * m->scratch_bytes);
+        if (bias)
+            for (int64_t t = 0; t < m->nt; t++)
+                for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
+        return;
+    }
     if (m->gemm && m->nt > 1) {
         /* Tiles of 16 weight rows x 64 tokens: each weight block is loaded once per token group. */
         for (int64_t ob = o0; ob < o1; ob += 16) {
@@ -168,8 +193,16 @@ void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, c
         m.ord_grouped = mf_cpu_ordered_dots_for(w, true);
         m.n_grouped = nt_real - nt_real % 4;
     }
+    if (m.ord.dot && m.quant) {
+        const mf_cpu_gemm *g = mf_cpu_gemm_for(w);
+        if (g && nt >= g->min_tokens) {
+            m.gemm_ord = g;
+            m.scratch_bytes = gemm_scratch(g, w->ne[0]);
+        }
+    }
     if (m.quant) {
-        m.act = work;
+        m.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+        m.scratch = m.act + act_bytes(act, w->ne[0], nt);
         m.act_row = mf_row_size(act, w->ne[0]);
         if (nt == 1)
             mm_quantize(&m, 0, 1); /* one row: not worth waking the workers */

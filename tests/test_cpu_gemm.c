@@ -1,0 +1,158 @@
+/* test_cpu_gemm.c: every prefill GEMM (cpu_gemm.h) gives bit for bit the ordered dot of each
+ * output: random and extreme weights and activations, rows that are not a multiple of 16, every
+ * token count around the GEMMs' tiles, row ranges starting inside the matrix, and the grouped
+ * order for the first n_grouped rows; then a matmul through the thread pool, bias included. */
+#include "test.h"
+
+#include "cpu/cpu.h"
+#include "cpu/cpu_dot_order.h"
+#include "cpu/cpu_gemm.h"
+#include "simd/simd.h"
+
+#include <stdint.h>
+
+#if defined(__x86_64__)
+static uint32_t rng = 4242;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+typedef struct {
+    mf_weight w;
+    float *wf;
+    uint8_t *wq;
+} weight;
+
+/* N x K weights of type t; extreme: full-range values with mixed signs and an outlier per row. */
+static weight make_weight(mf_type t, int64_t N, int64_t K, bool extreme) {
+    weight r;
+    const size_t rb = mf_row_size(t, K);
+    r.wf = malloc((size_t)(N * K) * sizeof(float));
+    r.wq = malloc(rb * (size_t)N);
+    for (int64_t i = 0; i < N * K; i++)
+        r.wf[i] = extreme ? ((i / 5) % 2 ? 1.0f : -1.0f) * (1.0f + (float)(i % 7)) * (i % 97 == 0 ? 40.0f : 1.0f)
+                          : frand() * (1.0f + (float)((i / K) % 5));
+    for (int64_t o = 0; o < N; o++) mf_type_get_traits(t)->quantize(r.wf + o * K, r.wq + o * rb, K);
+    r.w = (mf_weight){.type = t, .ne = {K, N}, .data = r.wq, .row_bytes = rb};
+    return r;
+}
+
+static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t *act_row) {
+    const mf_type at = mf_type_get_traits(t)->vec_dot_type;
+    *act_row = mf_row_size(at, K);
+    uint8_t *a = malloc(*act_row * (size_t)nt + 64);
+    float *x = malloc((size_t)K * sizeof(float));
+    for (int64_t r = 0; r < nt; r++) {
+        for (int64_t i = 0; i < K; i++)
+            x[i] = extreme ? ((i + r) % 3 ? 8.0f : -8.0f) : frand() * 4.0f * (1.0f + (float)(r % 3));
+        mf_simd_quantize_row(at)(x, a + (size_t)r * *act_row, K);
+    }
+    free(x);
+    return a;
+}
+
+/* One GEMM call over rows [o0, o1) against the ordered dots. */
+static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, int64_t n_grouped,
+                       bool extreme) {
+    weight w = make_weight(t, N, K, extreme);
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&w.w);
+    if (!g) {
+        free(w.wf), free(w.wq);
+        return;
+    }
+    size_t act_row;
+    uint8_t *a = make_acts(t, K, nt, extreme, &act_row);
+    float *y = malloc((size_t)(N * nt) * sizeof(float));
+    for (int64_t i = 0; i < N * nt; i++) y[i] = NAN;
+    void *scratch = aligned_alloc(64, (g->scratch_size(K) + 63) & ~(size_t)63);
+    g->run(&w.w, o0, o1, a, act_row, nt, n_grouped, y, (size_t)N, scratch);
+    const mf_cpu_ordered_dots plain = mf_cpu_ordered_dots_for(&w.w, false), grouped = mf_cpu_ordered_dots_for(&w.w, true);
+    int bad = 0;
+    for (int64_t tk = 0; tk < nt; tk++)
+        for (int64_t o = 0; o < N; o++) {
+            const float v = y[tk * N + o];
+            if (o < o0 || o >= o1) {
+                if (!isnan(v) && bad++ < 3)
+                    CHECKF(0, "%s N=%lld K=%lld nt=%lld: wrote row %lld outside [%lld, %lld)", mf_type_name(t),
+                           (long long)N, (long long)K, (long long)nt, (long long)o, (long long)o0, (long long)o1);
+                continue;
+            }
+            const mf_cpu_ordered_dots d = tk < n_grouped ? grouped : plain;
+            const float ref = d.dot(K, w.wq + (size_t)o * w.w.row_bytes, a + (size_t)tk * act_row);
+            if (memcmp(&ref, &v, sizeof v) != 0 && bad++ < 3)
+                CHECKF(0, "%s N=%lld K=%lld nt=%lld grouped=%lld%s: y[%lld][%lld] = %.9g, ordered dot %.9g",
+                       mf_type_name(t), (long long)N, (long long)K, (long long)nt, (long long)n_grouped,
+                       extreme ? " extreme" : "", (long long)tk, (long long)o, v, ref);
+        }
+    CHECKF(bad == 0, "%s N=%lld K=%lld nt=%lld: %d outputs differ", mf_type_name(t), (long long)N, (long long)K,
+           (long long)nt, bad);
+    free(w.wf), free(w.wq), free(a), free(y), free(scratch);
+}
+
+/* The whole matmul through a two-thread pool, with a bias, against one ordered dot per output. */
+static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
+    weight w = make_weight(t, N, K, false);
+    if (!mf_cpu_gemm_for(&w.w)) {
+        free(w.wf), free(w.wq);
+        return;
+    }
+    float *bias = malloc((size_t)N * sizeof(float)), *x = malloc((size_t)(K * nt) * sizeof(float));
+    float *y = malloc((size_t)(N * nt) * sizeof(float));
+    for (int64_t o = 0; o < N; o++) bias[o] = frand();
+    for (int64_t i = 0; i < K * nt; i++) x[i] = frand() * 3.0f;
+    mf_weight b = {.type = MF_TYPE_F32, .ne = {N, 1}, .data = bias, .row_bytes = (size_t)N * sizeof(float)};
+    mf_pool *pool = NULL;
+    CHECK(mf_pool_create(2, &pool) == MF_OK);
+    void *work = malloc(mf_cpu_matmul_work_size(&w.w, nt, 2));
+    mf_cpu_matmul(pool, &w.w, &b, x, y, nt, work);
+    const mf_type at = mf_type_get_traits(t)->vec_dot_type;
+    uint8_t *a = malloc(mf_row_size(at, K));
+    const mf_cpu_ordered_dots plain = mf_cpu_ordered_dots_for(&w.w, false), grouped = mf_cpu_ordered_dots_for(&w.w, true);
+    const int64_t ng = nt > 3 ? nt - nt % 4 : 0;
+    int bad = 0;
+    for (int64_t tk = 0; tk < nt; tk++) {
+        mf_simd_quantize_row(at)(x + tk * K, a, K);
+        const mf_cpu_ordered_dots d = tk < ng ? grouped : plain;
+        for (int64_t o = 0; o < N; o++) {
+            const float ref = d.dot(K, w.wq + (size_t)o * w.w.row_bytes, a) + bias[o];
+            if (memcmp(&ref, &y[tk * N + o], sizeof ref) != 0 && bad++ < 3)
+                CHECKF(0, "%s matmul N=%lld K=%lld nt=%lld: y[%lld][%lld] = %.9g, expected %.9g", mf_type_name(t),
+                       (long long)N, (long long)K, (long long)nt, (long long)tk, (long long)o, y[tk * N + o], ref);
+        }
+    }
+    CHECKF(bad == 0, "%s matmul: %d outputs differ", mf_type_name(t), bad);
+    mf_pool_free(pool);
+    free(w.wf), free(w.wq), free(bias), free(x), free(y), free(work), free(a);
+}
+#endif
+
+int main(void) {
+#if defined(__x86_64__)
+    const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q6_K};
+    int n_gemm = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const mf_type t = types[i];
+        weight probe = make_weight(t, 16, 256, false);
+        const bool has = mf_cpu_gemm_for(&probe.w) != NULL;
+        free(probe.wf), free(probe.wq);
+        printf("%s: %s\n", mf_type_name(t), has ? "GEMM" : "no GEMM on this CPU (ordered dots serve)");
+        if (!has) continue;
+        n_gemm++;
+        const int64_t Ks[] = {256, 768, 4864};
+        const int64_t nts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67};
+        for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++)
+            for (size_t j = 0; j < sizeof nts / sizeof nts[0]; j++) {
+                const int64_t nt = nts[j], ng = nt > 3 ? nt - nt % 4 : 0;
+                check_gemm(t, 40, Ks[k], nt, 0, 40, ng, false);
+                check_gemm(t, 48, Ks[k], nt, 16, 48, 0, j % 2 == 0);
+                check_gemm(t, 24, Ks[k], nt, 16, 24, nt, false);
+            }
+        check_gemm(t, 136, 512, 130, 32, 136, 128, true);
+        check_matmul(t, 896, 896, 37);
+        check_matmul(t, 136, 4864, 9);
+    }
+    printf("%d of %zu types have a GEMM here\n", n_gemm, sizeof types / sizeof types[0]);
+#endif
+    return test_summary("test_cpu_gemm");
+}
