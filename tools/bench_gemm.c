@@ -1,0 +1,78 @@
+/* bench_gemm.c: speed of one prefill matmul through the CPU backend's thread pool: the prefill
+ * GEMM (cpu_gemm.h) where the weight type has one, else the ordered dots. Activation quantization
+ * is included, as in a real matmul. Prints milliseconds, GMAC/s (wall) and GMAC/s per thread
+ * from thread CPU time, which a machine shared with other work disturbs less.
+ *   usage: bench_gemm [--threads T] [--reps R] TYPE N K NT     e.g. bench_gemm q4_0 4864 896 512 */
+#include "cpu/cpu.h"
+#include "cpu/cpu_gemm.h"
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng = 88172645463325252ull;
+static float rndf(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)(rng >> 40) / 8388608.0f - 1.0f;
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    int threads = 2, reps = 5, pos = 0;
+    const char *args[4] = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (pos < 4) args[pos++] = argv[i];
+    }
+    mf_type t;
+    if (pos != 4 || !mf_type_from_name(args[0], &t) || threads < 1 || reps < 1) {
+        fprintf(stderr, "usage: %s [--threads T] [--reps R] TYPE N K NT\n", argv[0]);
+        return 2;
+    }
+    const int64_t N = atoll(args[1]), K = atoll(args[2]), nt = atoll(args[3]);
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    if (N < 1 || K < 1 || nt < 1 || K % tr->blck_size || !tr->quantize) {
+        fprintf(stderr, "bench_gemm: bad shape or type\n");
+        return 2;
+    }
+    const size_t rb = mf_row_size(t, K);
+    uint8_t *wq = malloc(rb * (size_t)N);
+    float *row = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)(K * nt) * sizeof(float));
+    float *y = malloc((size_t)(N * nt) * sizeof(float));
+    for (int64_t o = 0; o < N; o++) {
+        for (int64_t i = 0; i < K; i++) row[i] = rndf();
+        tr->quantize(row, wq + (size_t)o * rb, K);
+    }
+    for (int64_t i = 0; i < K * nt; i++) x[i] = rndf();
+    mf_weight w = {.type = t, .ne = {K, N}, .data = wq, .row_bytes = rb};
+    mf_pool *pool = NULL;
+    if (mf_pool_create(threads, &pool) != MF_OK) return 1;
+    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, threads));
+    const double macs = (double)N * (double)K * (double)nt;
+    double best = 1e30, best_cpu = 1e30;
+    for (int r = 0; r < reps + 1; r++) {
+        const double t0 = mf_time_s(), c0 = cpu_s();
+        mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);
+        const double dt = mf_time_s() - t0, dc = cpu_s() - c0;
+        if (r == 0) continue; /* warm-up */
+        if (dt < best) best = dt;
+        if (dc < best_cpu) best_cpu = dc;
+    }
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&w);
+    printf("%s N=%lld K=%lld nt=%lld threads=%d %s: %.3f ms, %.1f GMAC/s, %.1f GMAC/s per thread (CPU time)\n",
+           tr->name, (long long)N, (long long)K, (long long)nt, threads,
+           g && nt >= g->min_tokens ? "GEMM" : "dots", best * 1e3, macs / best * 1e-9, macs / best_cpu * 1e-9);
+    mf_pool_free(pool);
+    free(wq), free(row), free(x), free(y), free(work);
+    return 0;
+}
