@@ -44,6 +44,7 @@ typedef struct {
 typedef struct {
     char type[96];
     uint64_t size, n_params, bytes_per_token, macs_per_token;
+    uint64_t macs_output; /* the output projection's share of macs_per_token */
     double load_s;
 } model_info;
 
@@ -111,6 +112,7 @@ static const char *ftype_name(uint32_t ft) {
 
 static void describe_model(const mf_model *m, double load_s, model_info *mi) {
     uint64_t bytes = 0, macs = 0, params = 0, type_bytes[MF_TYPE_COUNT] = {0};
+    mi->macs_output = 0;
     for (int64_t i = 0; i < m->n_weights; i++) {
         const mf_weight *w = &m->weights[i];
         uint64_t rows = (uint64_t)(w->ne[1] * w->ne[2] * w->ne[3]);
@@ -120,6 +122,7 @@ static void describe_model(const mf_model *m, double load_s, model_info *mi) {
         if (w == m->tok_embd && w != m->output) continue;
         bytes += nb;
         if (rows > 1) macs += (uint64_t)w->ne[0] * rows;
+        if (w == m->output) mi->macs_output = (uint64_t)w->ne[0] * rows;
     }
     mi->size = mf_model_size_bytes(m);
     mi->n_params = params;
@@ -254,7 +257,11 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     r->stddev_ts = r->n_samples > 1 ? sqrt(q_ts / (r->n_samples - 1)) : 0;
     r->stddev_ns = r->n_samples > 1 ? sqrt(q_ns / (r->n_samples - 1)) : 0;
     r->gbps = (double)r->mi.bytes_per_token * r->avg_ts / 1e9;
-    r->gmacs = (double)r->mi.macs_per_token * r->avg_ts / 1e9;
+    /* A prompt computes the output projection for its last token only. */
+    const double macs = r->n_prompt ? (double)(r->mi.macs_per_token - r->mi.macs_output) +
+                                          (double)r->mi.macs_output / (double)r->n_prompt
+                                    : (double)r->mi.macs_per_token;
+    r->gmacs = macs * r->avg_ts / 1e9;
     r->peak_rss = peak_rss_bytes();
     return true;
 }
