@@ -1,26 +1,16 @@
 /* cpu_attn.c: the CPU backend's attention: softmax(q.K^T * scale) . V over the cells of each
- * token's sequence with position <= its own (layouts in cpu.h), for an F16 or F32 KV cache. */
-#include "cpu/cpu.h"
+ * token's sequence with position <= its own (layouts in cpu.h, tiling in cpu_attn.h), for an F16
+ * or F32 KV cache. A blockwise kernel with an online softmax (AVX-512 or portable C) serves the F16
+ * cache and MINFER_ORDER=fast; an F32 cache with the ordered kernels on repeats llama.cpp's order. */
+#include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
+#include "simd/simd.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
-/* q.k with 8 independent partial sums (the compiler keeps them in one vector register), summed
- * pairwise at the end; head_dim is even, any tail is summed in order. */
-static float dot_lanes(const float *x, const float *y, int64_t n) {
-    float acc[8] = {0};
-    int64_t n8 = n & ~(int64_t)7;
-    for (int64_t i = 0; i < n8; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * y[i + l];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (int64_t i = n8; i < n; i++) s += x[i] * y[i];
-    return s;
-}
-
-/* Every half value as a float (256 KiB): the F16 cache is read once per (query, head, cell), so a
- * table load beats converting bits each time. Filled once, before the first backend exists. */
+/* Every half value as a float (256 KiB), for the portable kernel's F16 tiles. Filled once. */
 static float fp16_table[1 << 16];
 static pthread_once_t fp16_once = PTHREAD_ONCE_INIT;
 
@@ -30,22 +20,119 @@ static void fill_fp16_table(void) {
 
 void mf_cpu_init_tables(void) { pthread_once(&fp16_once, fill_fp16_table); }
 
-/* K/V head row of a cell as floats: F32 rows are used in place, F16 rows converted into buf. */
-static const float *kv_head_row(const mf_kv_cache *kv, const uint8_t *region, int32_t cell, int32_t kvh,
-                                float *buf) {
-    size_t off = (size_t)cell * kv->row_bytes;
-    int64_t hd = kv->head_dim;
-    if (kv->type == MF_TYPE_F32) return (const float *)(region + off) + (size_t)kvh * hd;
-    const mf_fp16 *h = (const mf_fp16 *)(region + off) + (size_t)kvh * hd;
-    for (int64_t d = 0; d < hd; d++) buf[d] = fp16_table[h[d]];
-    return buf;
+/* Rows per tile: 32 (two 16-lane vectors) while 32 rows of hd floats (rounded up to 16) fit a
+ * tile buffer, else 16. */
+int mf_cpu_attn_tile_rows(int64_t hd) {
+    return (int)MF_MIN(MF_ATTN_MAX_ROWS, (MF_ATTN_TILE_FLOATS / ((hd + 15) & ~(int64_t)15)) & ~(int64_t)15);
+}
+
+/* Cells per tile: 64, fewer (a multiple of 16) where 64 rows of hd floats (rounded up to 16)
+ * would not fit a tile buffer. */
+int mf_cpu_attn_tile_cells(int64_t hd) {
+    return (int)MF_MIN(64, (MF_ATTN_TILE_FLOATS / ((hd + 15) & ~(int64_t)15)) & ~(int64_t)15);
+}
+
+void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                            const int32_t *seq, float *out, int64_t u0, int64_t u1, mf_cpu_attn_tile_fn tile) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, group = nh / ap->n_head_kv;
+    const int max_rows = mf_cpu_attn_tile_rows(hd);
+    int64_t rows[MF_ATTN_MAX_ROWS];
+    for (int32_t kvh = 0; kvh < ap->n_head_kv; kvh++) {
+        int nr = 0;
+        for (int64_t u = u0; u < u1; u++) {
+            if ((u % nh) / group != kvh) continue;
+            if (seq[u / nh] < 0) {
+                memset(out + u * hd, 0, (size_t)hd * sizeof(float));
+                continue;
+            }
+            rows[nr++] = u;
+            if (nr == max_rows) {
+                tile(ap, kv, q, pos, seq, out, kvh, rows, nr);
+                nr = 0;
+            }
+        }
+        if (nr) tile(ap, kv, q, pos, seq, out, kvh, rows, nr);
+    }
+}
+
+/* Portable tile: per row, per cell tile, the scores of the visible cells, then the online softmax
+ * update (running max m, running sum l, accumulators o rescaled by exp(m_old - m_new)). */
+void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                        const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr) {
+    mf_cpu_init_tables();
+    const int64_t hd = ap->head_dim, nh = ap->n_head;
+    const int bc = mf_cpu_attn_tile_cells(hd);
+    const int32_t nc = kv->n_active;
+    const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
+    float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], o[MF_ATTN_TILE_FLOATS], s[64];
+    float m[MF_ATTN_MAX_ROWS], l[MF_ATTN_MAX_ROWS];
+    for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    memset(o, 0, (size_t)nr * (size_t)hd * sizeof(float));
+    for (int32_t c0 = 0; c0 < nc; c0 += bc) {
+        const int cn = (int)MF_MIN(bc, nc - c0);
+        /* cells of this tile that any row sees; the tile is converted only if there are some */
+        uint64_t any = 0, vis[MF_ATTN_MAX_ROWS];
+        for (int r = 0; r < nr; r++) {
+            const int64_t t = rows[r] / nh;
+            vis[r] = 0;
+            for (int c = 0; c < cn; c++)
+                if (kv->cell_seq[c0 + c] == seq[t] && kv->cell_pos[c0 + c] <= pos[t]) vis[r] |= 1ull << c;
+            any |= vis[r];
+        }
+        if (!any) continue;
+        for (int c = 0; c < cn; c++) {
+            if (!(any >> c & 1)) continue;
+            const size_t off = (size_t)(c0 + c) * kv->row_bytes;
+            for (int64_t d = 0; d < hd; d++) {
+                if (kv->type == MF_TYPE_F32) {
+                    kf[c * hd + d] = ((const float *)(K + off))[kvh * hd + d];
+                    vf[c * hd + d] = ((const float *)(V + off))[kvh * hd + d];
+                } else {
+                    kf[c * hd + d] = fp16_table[((const mf_fp16 *)(K + off))[kvh * hd + d]];
+                    vf[c * hd + d] = fp16_table[((const mf_fp16 *)(V + off))[kvh * hd + d]];
+                }
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            if (!vis[r]) continue;
+            const float *qr = q + rows[r] * hd;
+            float *orow = o + r * hd;
+            float mt = -INFINITY;
+            for (int c = 0; c < cn; c++) {
+                if (!(vis[r] >> c & 1)) continue;
+                float acc = 0.0f;
+                for (int64_t d = 0; d < hd; d++) acc += qr[d] * kf[c * hd + d];
+                s[c] = acc * ap->scale;
+                mt = s[c] > mt ? s[c] : mt;
+            }
+            const float mn = mt > m[r] ? mt : m[r];
+            if (mn == -INFINITY) continue; /* only -inf scores so far: nothing to add */
+            if (mn > m[r]) {
+                const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                l[r] *= alpha;
+                for (int64_t d = 0; d < hd; d++) orow[d] *= alpha;
+                m[r] = mn;
+            }
+            for (int c = 0; c < cn; c++) {
+                if (!(vis[r] >> c & 1)) continue;
+                const float p = expf(s[c] - mn);
+                l[r] += p;
+                for (int64_t d = 0; d < hd; d++) orow[d] += p * vf[c * hd + d];
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int64_t d = 0; d < hd; d++) out[rows[r] * hd + d] = o[r * hd + d] * inv;
+    }
 }
 
 #if defined(__x86_64__)
 /* F32 cache, llama.cpp's order (no flash attention): scores K.q as its F32 dot, softmax with its
  * vector exp and per-16 sums, then V^T . p as its F32 GEMM. One head at a time. */
-static void attention_ordered(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                              const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
+                                  const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
+                                  float *scores) {
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
     const int32_t nc = kv->n_active;
     const size_t stride = kv->row_bytes / sizeof(float);
@@ -81,70 +168,19 @@ static void attention_ordered(const mf_attn_params *ap, const mf_kv_cache *kv, c
 void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                       const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
 #if defined(__x86_64__)
+    const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
     if (kv->type == MF_TYPE_F32 && mf_cpu_ordered_float()) {
-        attention_ordered(ap, kv, q, pos, seq, out, u0, u1, scores);
+        if (avx512)
+            mf_cpu_attention_ordered_avx512(ap, kv, q, pos, seq, out, u0, u1, scores);
+        else
+            mf_cpu_attention_ordered_ref(ap, kv, q, pos, seq, out, u0, u1, scores);
+        return;
+    }
+    if (avx512) {
+        mf_cpu_attention_flash(ap, kv, q, pos, seq, out, u0, u1, mf_cpu_attn_tile_avx512);
         return;
     }
 #endif
-    mf_cpu_init_tables();
-    const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
-    const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
-    const int32_t nc = kv->n_active, stride = kv->n_cells;
-    /* With an F16 cache llama.cpp multiplies in F16: q is rounded to F16 for q.k and the
-     * probabilities are rounded to F16 for the sum over V. Doing the same keeps us close to it. */
-    const bool f16 = kv->type == MF_TYPE_F16;
-    float buf[MF_MAX_HEAD_DIM];
-    float *q16 = scores + (size_t)MF_MIN(group, u1 - u0) * (size_t)stride; /* F16-rounded q per head */
-    /* The query heads of one token that share a KV head are done together, so each K and V row
-     * is read (and converted from F16) once per group: scores holds one row per head. */
-    for (int64_t u = u0; u < u1;) {
-        const int64_t t = u / nh, h0 = u % nh, ng = MF_MIN(group - h0 % group, u1 - u);
-        const int32_t kvh = (int32_t)(h0 / group);
-        u += ng;
-        for (int64_t j = 0; j < ng; j++) memset(out + (t * nh + h0 + j) * hd, 0, (size_t)hd * sizeof(float));
-        if (seq[t] < 0) continue;
-        float mx[MF_MAX_GQA_GROUP];
-        for (int64_t j = 0; j < ng; j++) {
-            mx[j] = -INFINITY;
-            const float *qh = q + (t * nh + h0 + j) * hd;
-            for (int64_t d = 0; f16 && d < hd; d++) q16[j * hd + d] = fp16_table[mf_f32_to_fp16(qh[d])];
-        }
-        for (int32_t c = 0; c < nc; c++) {
-            bool vis = kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
-            const float *kr = vis ? kv_head_row(kv, K, c, kvh, buf) : NULL;
-            for (int64_t j = 0; j < ng; j++) {
-                float *sc = scores + j * stride;
-                if (!vis) {
-                    sc[c] = -INFINITY;
-                    continue;
-                }
-                const float *qh = f16 ? q16 + j * hd : q + (t * nh + h0 + j) * hd;
-                sc[c] = dot_lanes(qh, kr, hd) * ap->scale;
-                if (sc[c] > mx[j]) mx[j] = sc[c];
-            }
-        }
-        float inv[MF_MAX_GQA_GROUP];
-        for (int64_t j = 0; j < ng; j++) {
-            float *sc = scores + j * stride;
-            double sum = 0.0;
-            for (int32_t c = 0; c < nc; c++) {
-                float e = sc[c] == -INFINITY ? 0.0f : expf(sc[c] - mx[j]);
-                sc[c] = e;
-                sum += e;
-            }
-            inv[j] = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        }
-        for (int32_t c = 0; c < nc; c++) {
-            if (scores[c] == 0.0f && ng == 1) continue;
-            const float *vr = NULL;
-            for (int64_t j = 0; j < ng; j++) {
-                float p = scores[j * stride + c] * inv[j];
-                if (p == 0.0f) continue;
-                if (f16) p = fp16_table[mf_f32_to_fp16(p)];
-                if (!vr) vr = kv_head_row(kv, V, c, kvh, buf);
-                float *o = out + (t * nh + h0 + j) * hd;
-                for (int64_t d = 0; d < hd; d++) o[d] += p * vr[d];
-            }
-        }
-    }
+    (void)scores;
+    mf_cpu_attention_flash(ap, kv, q, pos, seq, out, u0, u1, mf_cpu_attn_tile_c);
 }

@@ -1,0 +1,387 @@
+/* cpu_attn_avx512.c: AVX-512 attention kernels: the blockwise (flash) tile of cpu_attn.h with
+ * 16 query rows per vector, and the F32-cache attention in llama.cpp's float order, bit-identical
+ * to mf_cpu_attention_ordered_ref but vectorized across cells and dimensions. */
+#include "cpu/cpu_attn.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+/* llama.cpp's vector exp, as exp_ord in cpu_dot_order_avx2.c: n = round(x / ln2) by the 1.5 * 2^23
+ * trick, b = x - n ln2 (ln2 split in two), a degree-5 polynomial j(b), then j * 2^n rounded once
+ * (vscalefps); |n| > 192 gives 0 or infinity, NaN gives NaN. Used by both kernels (max error about
+ * 1.5 ulp; exp(0) is exactly 1, exp(-inf) exactly 0). */
+static inline __m512 exp16(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 y = _mm512_scalef_ps(j, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (big) {
+        const __mmask16 pos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
+        y = _mm512_mask_mov_ps(y, big, _mm512_maskz_mov_ps(pos, _mm512_set1_ps(INFINITY)));
+    }
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q), n);
+}
+
+void mf_cpu_attn_exp16_avx512(const float *x, float *y) { _mm512_storeu_ps(y, exp16(_mm512_loadu_ps(x))); }
+
+/* ---- blockwise tile ----
+ * Per cell tile (bc cells, converted once to F32 rows kf/vf of hdp = hd rounded up to 16 floats):
+ *   scores  s[c][r] = sum_d k[c][d] * qt[d][r]    (qt: the rows' queries times scale, d-major, 32 wide;
+ *                                                  lanes are rows, so the softmax needs no shuffles)
+ *   online  mt = max_c s, mn = max(m, mt), p[c][r] = exp(s - mn), l = l * exp(m - mn) + sum_c p
+ *   output  o[r][d] = o[r][d] * exp(m - mn) + sum_c p[c][r] * v[c][d]   (lanes are dimensions)
+ * Masked cells get s = -inf, so p = 0 exactly; a row that sees nothing in a tile is left as it was. */
+
+/* s[c][0..16 nrv) for cells [c0, c0 + 8): 8 cells x nrv row vectors of accumulators; qt rows
+ * are 16 nrv floats, s rows 32. */
+static inline __attribute__((always_inline)) void scores8(const float *kf, int64_t hdp, int64_t hd,
+                                                          const float *qt, int nrv, float *s) {
+    __m512 a0[8], a1[8];
+    for (int i = 0; i < 8; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+    if (nrv == 2) {
+        for (int64_t d = 0; d < hd; d++) {
+            const __m512 q0 = _mm512_load_ps(qt + d * 32), q1 = _mm512_load_ps(qt + d * 32 + 16);
+            for (int i = 0; i < 8; i++) {
+                const __m512 k = _mm512_set1_ps(kf[i * hdp + d]);
+                a0[i] = _mm512_fmadd_ps(k, q0, a0[i]);
+                a1[i] = _mm512_fmadd_ps(k, q1, a1[i]);
+            }
+        }
+        for (int i = 0; i < 8; i++) _mm512_store_ps(s + i * 32 + 16, a1[i]);
+    } else {
+        for (int64_t d = 0; d < hd; d++) {
+            const __m512 q0 = _mm512_load_ps(qt + d * 16);
+            for (int i = 0; i < 8; i++) a0[i] = _mm512_fmadd_ps(_mm512_set1_ps(kf[i * hdp + d]), q0, a0[i]);
+        }
+    }
+    for (int i = 0; i < 8; i++) _mm512_store_ps(s + i * 32, a0[i]);
+}
+
+/* o[r0 + i][d0 + 16 j] += sum_c p[c][r0 + i] * v[c][d0 + 16 j], i < 4, j < ND, c < nc8. */
+static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp, const float *p, const float *vf,
+                                                           int nc8, int r0, int64_t d0, int nd) {
+    __m512 acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < nd; j++) acc[i][j] = _mm512_load_ps(o + (r0 + i) * hdp + d0 + 16 * j);
+    for (int c = 0; c < nc8; c++) {
+        __m512 v[4];
+        for (int j = 0; j < nd; j++) v[j] = _mm512_load_ps(vf + c * hdp + d0 + 16 * j);
+        for (int i = 0; i < 4; i++) {
+            const __m512 pc = _mm512_set1_ps(p[c * 32 + r0 + i]);
+            for (int j = 0; j < nd; j++) acc[i][j] = _mm512_fmadd_ps(pc, v[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < nd; j++) _mm512_store_ps(o + (r0 + i) * hdp + d0 + 16 * j, acc[i][j]);
+}
+
+/* K or V rows [c0, c0 + n) of head kvh as F32 rows of hdp floats (zeros past hd), rows n..n8 zero. */
+static void load_tile(const mf_kv_cache *kv, const uint8_t *region, int32_t c0, int n, int n8, int32_t kvh,
+                      int64_t hd, int64_t hdp, float *dst) {
+    const int64_t nfull = hd & ~(int64_t)15;
+    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
+    for (int c = 0; c < n; c++) {
+        const uint8_t *row = region + (size_t)(c0 + c) * kv->row_bytes;
+        float *y = dst + c * hdp;
+        if (kv->type == MF_TYPE_F32) {
+            const float *x = (const float *)row + kvh * hd;
+            for (int64_t d = 0; d < nfull; d += 16) _mm512_store_ps(y + d, _mm512_loadu_ps(x + d));
+            if (tail) _mm512_store_ps(y + nfull, _mm512_maskz_loadu_ps(tail, x + nfull));
+        } else {
+            const mf_fp16 *x = (const mf_fp16 *)row + kvh * hd;
+            for (int64_t d = 0; d < nfull; d += 16)
+                _mm512_store_ps(y + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + d))));
+            if (tail)
+                _mm512_store_ps(y + nfull, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, x + nfull)));
+        }
+    }
+    if (n8 > n) memset(dst + n * hdp, 0, (size_t)(n8 - n) * (size_t)hdp * sizeof(float));
+}
+
+void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
+                             const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, hdp = (hd + 15) & ~(int64_t)15;
+    const int bc = mf_cpu_attn_tile_cells(hd), nrv = (nr + 15) / 16, nr4 = (nr + 3) & ~3;
+    const int32_t nc = kv->n_active;
+    _Alignas(64) float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], qt[MF_ATTN_TILE_FLOATS],
+        o[MF_ATTN_TILE_FLOATS], sp[64 * MF_ATTN_MAX_ROWS], alpha[MF_ATTN_MAX_ROWS];
+    _Alignas(64) int32_t rseq[MF_ATTN_MAX_ROWS], rpos[MF_ATTN_MAX_ROWS];
+    /* rows past nr see nothing (no cell has sequence INT32_MIN): their p are 0 */
+    for (int r = 0; r < 16 * nrv; r++) {
+        rseq[r] = r < nr ? seq[rows[r] / nh] : INT32_MIN;
+        rpos[r] = r < nr ? pos[rows[r] / nh] : INT32_MIN;
+        const float *qr = r < nr ? q + rows[r] * hd : NULL;
+        for (int64_t d = 0; d < hd; d++) qt[d * 16 * nrv + r] = qr ? qr[d] * ap->scale : 0.0f;
+    }
+    memset(o, 0, (size_t)nr4 * (size_t)hdp * sizeof(float));
+    __m512i vseq[2], vpos[2];
+    __m512 m[2], l[2];
+    for (int v = 0; v < nrv; v++) {
+        vseq[v] = _mm512_load_si512(rseq + 16 * v);
+        vpos[v] = _mm512_load_si512(rpos + 16 * v);
+        m[v] = _mm512_set1_ps(-INFINITY);
+        l[v] = _mm512_setzero_ps();
+    }
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int32_t c0 = 0; c0 < nc; c0 += bc) {
+        const int cn = (int)MF_MIN(bc, nc - c0);
+        __mmask16 vis[64][2];
+        int last = -1;
+        for (int c = 0; c < cn; c++) {
+            const __m512i cs = _mm512_set1_epi32(kv->cell_seq[c0 + c]), cp = _mm512_set1_epi32(kv->cell_pos[c0 + c]);
+            __mmask16 anyv = 0;
+            for (int v = 0; v < nrv; v++) {
+                vis[c][v] = _mm512_cmpeq_epi32_mask(vseq[v], cs) & _mm512_cmpge_epi32_mask(vpos[v], cp);
+                anyv |= vis[c][v];
+            }
+            if (anyv) last = c;
+        }
+        if (last < 0) continue; /* no row sees a cell of this tile */
+        const int ce = last + 1, ce8 = (ce + 7) & ~7;
+        load_tile(kv, kv->k[ap->layer], c0, ce, ce8, kvh, hd, hdp, kf);
+        load_tile(kv, kv->v[ap->layer], c0, ce, ce8, kvh, hd, hdp, vf);
+        for (int c = 0; c < ce8; c += 8) scores8(kf + c * hdp, hdp, hd, qt, nrv, sp + c * 32);
+        for (int v = 0; v < nrv; v++) {
+            __m512 mt = ninf;
+            for (int c = 0; c < ce8; c++) {
+                __m512 s = _mm512_load_ps(sp + c * 32 + 16 * v);
+                s = _mm512_mask_mov_ps(ninf, c < ce ? vis[c][v] : 0, s);
+                _mm512_store_ps(sp + c * 32 + 16 * v, s);
+                mt = _mm512_max_ps(mt, s);
+            }
+            const __m512 mn = _mm512_max_ps(m[v], mt);
+            /* rows that have seen nothing yet keep m = -inf; subtracting 0 keeps their p at 0 */
+            const __m512 mu = _mm512_mask_mov_ps(mn, _mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
+            const __m512 al = exp16(_mm512_sub_ps(m[v], mu));
+            __m512 sum = _mm512_setzero_ps();
+            for (int c = 0; c < ce8; c++) {
+                const __m512 p = exp16(_mm512_sub_ps(_mm512_load_ps(sp + c * 32 + 16 * v), mu));
+                _mm512_store_ps(sp + c * 32 + 16 * v, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            l[v] = _mm512_fmadd_ps(l[v], al, sum);
+            m[v] = mn;
+            _mm512_store_ps(alpha + 16 * v, al);
+        }
+        /* rescale the rows whose max grew (alpha < 1); alpha is exactly 1 otherwise */
+        for (int r = 0; r < nr; r++) {
+            if (alpha[r] == 1.0f) continue;
+            const __m512 a = _mm512_set1_ps(alpha[r]);
+            for (int64_t d = 0; d < hdp; d += 16)
+                _mm512_store_ps(o + r * hdp + d, _mm512_mul_ps(a, _mm512_load_ps(o + r * hdp + d)));
+        }
+        for (int r0 = 0; r0 < nr4; r0 += 4) {
+            int64_t d0 = 0;
+            for (; d0 + 64 <= hdp; d0 += 64) pv_block(o, hdp, sp, vf, ce8, r0, d0, 4);
+            switch ((hdp - d0) / 16) {
+            case 3: pv_block(o, hdp, sp, vf, ce8, r0, d0, 3); break;
+            case 2: pv_block(o, hdp, sp, vf, ce8, r0, d0, 2); break;
+            case 1: pv_block(o, hdp, sp, vf, ce8, r0, d0, 1); break;
+            default: break;
+            }
+        }
+    }
+    _Alignas(64) float lr[MF_ATTN_MAX_ROWS];
+    for (int v = 0; v < nrv; v++) _mm512_store_ps(lr + 16 * v, l[v]);
+    const int64_t nfull = hd & ~(int64_t)15;
+    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
+    for (int r = 0; r < nr; r++) {
+        const __m512 inv = _mm512_set1_ps(lr[r] > 0.0f ? 1.0f / lr[r] : 0.0f);
+        float *y = out + rows[r] * hd;
+        for (int64_t d = 0; d < nfull; d += 16) _mm512_storeu_ps(y + d, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + d), inv));
+        if (tail) _mm512_mask_storeu_ps(y + nfull, tail, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + nfull), inv));
+    }
+}
+
+/* ---- F32 cache in llama.cpp's order ----
+ * Scores: the ordered F32 dot of a cell row k with q keeps four 16-lane accumulators over steps of
+ * 64 dims, combines them as (a0 + a2) + (a1 + a3) and reduces the 16 lanes as reduce16: halves,
+ * quarters, then (t0 + t2) + (t1 + t3). Here a chunk of 16 cells gets its 16 combined vectors and
+ * one shuffle network performs the 16 reductions in exactly that order. Softmax sums chunks of 16
+ * cells (reduce16, then added in double); V^T . p accumulates cell c into lane c % 16 with fma and
+ * reduces the lanes as reduce16 at the end, here with the lanes as 16 registers per 16 dims. */
+
+static inline __m512 cell_partial(const float *k, const float *q, int64_t np) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t d = 0; d < np; d += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d), _mm512_loadu_ps(q + d), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d + 16), _mm512_loadu_ps(q + d + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d + 32), _mm512_loadu_ps(q + d + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d + 48), _mm512_loadu_ps(q + d + 48), a3);
+    }
+    return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+}
+
+/* r[i] = reduce16(a[i]) for 16 vectors. Step 1 adds the 8-float halves of two cells at a time,
+ * step 2 the 4-float quarters of four cells, steps 3 and 4 the pairs within 128-bit lanes; the last
+ * vector holds cell 4k + L at 4L + k, put back in order by one permute. */
+static inline __m512 reduce16x16(const __m512 *a) {
+    __m512 b[8], c[4], d[2];
+    for (int m = 0; m < 8; m++)
+        b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int k = 0; k < 4; k++)
+        c[k] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * k], b[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(b[2 * k], b[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int k = 0; k < 2; k++)
+        d[k] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, f);
+}
+
+/* reduce16 of one vector. */
+static inline float reduce16(__m512 x) {
+    const __m256 t8 = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+    const __m128 r = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
+/* out[d] for one head: sum over cells of p[c] * v_c[d] in the lane-c%16 order; cells with p = 0 are
+ * skipped (as the reference does: an fma with 0 would turn an infinite v into NaN). */
+static void pv_ordered(const float *p, int32_t nc, const float *V, size_t stride, int64_t hd, float *o) {
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+        const __mmask16 dm = d0 + 16 <= hd ? (__mmask16)0xFFFF : (__mmask16)((1u << (hd - d0)) - 1);
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+            const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
+            const __mmask16 nz =
+                _mm512_mask_cmp_ps_mask(tm, _mm512_maskz_loadu_ps(tm, p + c0), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            if (!nz) continue;
+            const float *vr = V + (size_t)c0 * stride + d0;
+            /* all or none of a cell's lanes: masked fma and load leave skipped cells untouched */
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++, vr += stride) {
+                const __mmask16 m = (__mmask16)(0u - ((unsigned)nz >> i & 1u));
+                acc[i] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(dm & m, vr), _mm512_set1_ps(p[c0 + i]), acc[i], m);
+            }
+        }
+        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
+        _mm512_mask_storeu_ps(o + d0, dm,
+                              _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    }
+}
+
+/* The 16 cells' partial vectors for one query (cells not in vis: zeros), then their reductions;
+ * NQ > 0: np = 64 * NQ with the query's first np floats held in registers. */
+static inline __attribute__((always_inline)) __m512 chunk_scores(const float *K, size_t stride, const float *qh,
+                                                                 int64_t np, __mmask16 vis, int nq) {
+    __m512 a[16], qv[8];
+    for (int j = 0; j < 4 * nq; j++) qv[j] = _mm512_loadu_ps(qh + 16 * j);
+    for (int i = 0; i < 16; i++) {
+        if (!(vis >> i & 1)) {
+            a[i] = _mm512_setzero_ps();
+            continue;
+        }
+        const float *k = K + (size_t)i * stride;
+        if (nq) {
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int st = 0; st < nq; st++) {
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 64 * st), qv[4 * st], a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 64 * st + 16), qv[4 * st + 1], a1);
+                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 64 * st + 32), qv[4 * st + 2], a2);
+                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 64 * st + 48), qv[4 * st + 3], a3);
+            }
+            a[i] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+        } else {
+            a[i] = cell_partial(k, qh, np);
+        }
+    }
+    return reduce16x16(a);
+}
+
+void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
+                                     const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
+                                     float *scores) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv, np = hd & ~(int64_t)63;
+    const int32_t nc = kv->n_active;
+    const size_t stride = kv->row_bytes / sizeof(float);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    /* one token's heads of one KV group at a time: each K row chunk is read for all of them */
+    for (int64_t u = u0; u < u1;) {
+        const int64_t t = u / nh, h0 = u % nh, ng = MF_MIN(group - h0 % group, u1 - u), kvh = h0 / group;
+        float *o0 = out + u * hd;
+        const float *q0 = q + u * hd;
+        u += ng;
+        if (seq[t] < 0) {
+            memset(o0, 0, (size_t)(ng * hd) * sizeof(float));
+            continue;
+        }
+        const float *K = (const float *)kv->k[ap->layer] + kvh * hd;
+        const float *V = (const float *)kv->v[ap->layer] + kvh * hd;
+        __m512 mxv[MF_MAX_GQA_GROUP];
+        for (int64_t j = 0; j < ng; j++) mxv[j] = ninf;
+        for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+            const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
+            const __mmask16 vis =
+                _mm512_mask_cmpeq_epi32_mask(tm, _mm512_maskz_loadu_epi32(tm, kv->cell_seq + c0),
+                                             _mm512_set1_epi32(seq[t])) &
+                _mm512_cmple_epi32_mask(_mm512_maskz_loadu_epi32(tm, kv->cell_pos + c0), _mm512_set1_epi32(pos[t]));
+            for (int64_t j = 0; j < ng; j++) {
+                float *sc = scores + j * nc + c0;
+                if (!vis) {
+                    _mm512_mask_storeu_ps(sc, tm, ninf);
+                    continue;
+                }
+                const float *qh = q0 + j * hd, *Kc = K + (size_t)c0 * stride;
+                __m512 s = np == 64    ? chunk_scores(Kc, stride, qh, np, vis, 1)
+                           : np == 128 ? chunk_scores(Kc, stride, qh, np, vis, 2)
+                                       : chunk_scores(Kc, stride, qh, np, vis, 0);
+                if (np < hd) { /* the ordered dot adds dims past the last 64 one by one with fma */
+                    _Alignas(64) float sv[16];
+                    _mm512_store_ps(sv, s);
+                    for (int i = 0; i < 16; i++) {
+                        if (!(vis >> i & 1)) continue;
+                        const float *kr = K + (size_t)(c0 + i) * stride;
+                        for (int64_t d = np; d < hd; d++) sv[i] = fmaf(kr[d], qh[d], sv[i]);
+                    }
+                    s = _mm512_load_ps(sv);
+                }
+                s = _mm512_mask_mov_ps(ninf, vis, _mm512_mul_ps(s, _mm512_set1_ps(ap->scale)));
+                _mm512_mask_storeu_ps(sc, tm, s);
+                mxv[j] = _mm512_max_ps(mxv[j], s);
+            }
+        }
+        for (int64_t j = 0; j < ng; j++) {
+            float *sc = scores + j * nc, *o = o0 + j * hd;
+            const float mx = _mm512_reduce_max_ps(mxv[j]);
+            if (mx == -INFINITY) { /* nothing visible: zeros, not NaN */
+                memset(o, 0, (size_t)hd * sizeof(float));
+                continue;
+            }
+            const __m512 vmx = _mm512_set1_ps(mx);
+            double sum = 0.0;
+            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+                const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
+                const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
+                if (_mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ) == 0) { /* all masked: exp gives 0 */
+                    _mm512_mask_storeu_ps(sc + c0, tm, _mm512_setzero_ps());
+                    continue;
+                }
+                const __m512 e = _mm512_maskz_mov_ps(tm, exp16(_mm512_sub_ps(s, vmx)));
+                _mm512_mask_storeu_ps(sc + c0, tm, e);
+                sum += (double)reduce16(e);
+            }
+            const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
+            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+                const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
+                _mm512_mask_storeu_ps(sc + c0, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, sc + c0), inv));
+            }
+            pv_ordered(sc, nc, V, stride, hd, o);
+        }
+    }
+}
