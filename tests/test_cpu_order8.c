@@ -1,7 +1,9 @@
-/* test_cpu_order8.c: the eight-row ordered dots (mf_cpu_ordered_dots.dot8, llama.cpp's repacked Q4_0
- * order with eight weight rows interleaved in registers) give bit for bit the one-row ordered dot's
- * result for every row, for odd and even block counts, extreme weights and activations included,
- * and the matmul that uses them (one token, and several) equals one ordered dot per output. */
+/* test_cpu_order8.c: the eight-row ordered dots (mf_cpu_ordered_dots.dot8: the AVX2 one of the
+ * repacked Q4_0 order, the AVX-512 ones of the other types) give bit for bit the one-row ordered
+ * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
+ * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
+ * rows further apart than their length; and the matmul that uses them (one token, and several)
+ * equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -12,73 +14,172 @@
 
 #if defined(__x86_64__)
 static uint32_t rng = 777;
-static float frand(void) {
+static uint32_t next(void) {
     rng = rng * 1664525u + 1013904223u;
-    return (float)((rng >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    return rng >> 8;
+}
+static float frand(void) { return (float)(next() & 0xFFFF) / 32768.0f - 1.0f; }
+
+enum { MODE_QUANT, MODE_RAW, MODE_EXTREME, N_MODES };
+
+/* A finite half-float scale: moderate for raw data; for extremes the largest half, the smallest
+ * normal or a subnormal, either sign. */
+static uint16_t half_scale(int mode) {
+    if (mode == MODE_EXTREME) {
+        static const uint16_t ext[] = {0x7BFF, 0xFBFF, 0x0400, 0x0001, 0x8001, 0x3C00};
+        return ext[next() % 6];
+    }
+    return mf_f32_to_fp16((0.001f + (float)(next() % 1000) / 1000.0f) * (next() & 1 ? 1.0f : -1.0f));
 }
 
-/* 8 rows of n values against one activation row; extreme = weights and activations at full range
- * with mixed signs (nibbles 0 and 15, activations +-127). */
-static void check_rows(int64_t n, int variant, bool extreme) {
-    const mf_type t = MF_TYPE_Q4_0;
+/* A raw byte: anything, or (extremes) 0x00 0xFF 0x80 0x7F 0x0F 0xF0. */
+static uint8_t raw_byte(int mode) {
+    static const uint8_t ext[] = {0x00, 0xFF, 0x80, 0x7F, 0x0F, 0xF0};
+    return mode == MODE_EXTREME ? ext[next() % 6] : (uint8_t)next();
+}
+
+/* The byte offsets of a weight block's half-float fields (scales, minimums). */
+static int half_fields(mf_type t, int off[2]) {
+    switch (t) {
+    case MF_TYPE_Q4_0: case MF_TYPE_Q5_0: case MF_TYPE_Q8_0: off[0] = 0; return 1;
+    case MF_TYPE_Q4_1: case MF_TYPE_Q5_1: case MF_TYPE_Q4_K: case MF_TYPE_Q5_K: off[0] = 0, off[1] = 2; return 2;
+    case MF_TYPE_Q6_K: off[0] = (int)offsetof(mf_block_q6_K, d); return 1;
+    default: return 0;
+    }
+}
+
+/* nr rows of n weights of type t, rows ws bytes apart. */
+static void fill_weights(mf_type t, int64_t n, int nr, size_t ws, uint8_t *w, int mode) {
     const mf_type_traits *tr = mf_type_get_traits(t);
-    enum { NR = 8 };
-    const size_t rb = mf_row_size(t, n), ab = mf_row_size(tr->vec_dot_type, n);
-    float *x = malloc((size_t)n * sizeof(float)), *wf = malloc((size_t)n * NR * sizeof(float));
-    uint8_t *w = malloc(rb * NR), *a = malloc(ab);
-    for (int64_t i = 0; i < n; i++) x[i] = extreme ? (i % 3 ? 4.0f : -4.0f) : frand() * 3.0f;
-    for (int64_t i = 0; i < n * NR; i++)
-        wf[i] = extreme ? ((i / 5) % 2 ? 1.0f : -1.0f) * (1.0f + (float)(i % 7)) : frand();
-    for (int r = 0; r < NR; r++) tr->quantize(wf + r * n, w + r * rb, n);
-    mf_simd_quantize_row(tr->vec_dot_type)(x, a, n);
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
-    CHECKF(d.dot && d.dot8, "Q4_0 variant %d: no eight-row dot", variant);
-    if (d.dot && d.dot8) {
-        float eight[NR];
-        d.dot8(n, w, rb, a, eight);
-        for (int r = 0; r < NR; r++) {
-            const float one = d.dot(n, w + r * rb, a);
-            const double ref = tr->vec_dot(n, w + r * rb, a);
-            CHECKF(memcmp(&one, &eight[r], sizeof(float)) == 0, "n=%lld row %d: eight-row %.9g vs one-row %.9g",
-                   (long long)n, r, eight[r], one);
-            CHECKF(fabs(eight[r] - ref) <= 1e-4 * (1.0 + fabs(ref)), "n=%lld row %d: eight-row %g, reference %g",
-                   (long long)n, r, eight[r], ref);
+    const size_t rb = mf_row_size(t, n);
+    float *wf = malloc((size_t)n * sizeof(float));
+    for (int r = 0; r < nr; r++) {
+        uint8_t *row = w + (size_t)r * ws;
+        if (mode == MODE_QUANT) {
+            for (int64_t i = 0; i < n; i++) wf[i] = frand() * (1.0f + (float)(i % 5));
+            tr->quantize(wf, row, n);
+            continue;
+        }
+        for (size_t i = 0; i < rb; i++) row[i] = raw_byte(mode);
+        int off[2];
+        const int nf = half_fields(t, off);
+        for (int64_t b = 0; b < n / tr->blck_size; b++)
+            for (int f = 0; f < nf; f++) {
+                const uint16_t h = half_scale(mode);
+                memcpy(row + (size_t)b * tr->type_size + off[f], &h, 2);
+            }
+    }
+    free(wf);
+}
+
+/* One activation row of n values in the dot type of t. Raw codes are in [-127, 127] for Q8_0/Q8_1
+ * (what their quantizers write; the ordered dots rely on it) and [-128, 127] for Q8_K, whose
+ * bsums are then recomputed. */
+static void fill_act(mf_type t, int64_t n, uint8_t *a, int mode) {
+    const mf_type at = mf_type_get_traits(t)->vec_dot_type;
+    if (mode == MODE_QUANT) {
+        float *x = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
+        mf_simd_quantize_row(at)(x, a, n);
+        free(x);
+        return;
+    }
+    const int lo = at == MF_TYPE_Q8_K ? -128 : -127;
+    int8_t v;
+    if (at == MF_TYPE_Q8_K) {
+        mf_block_q8_K *b = (mf_block_q8_K *)a;
+        for (int64_t i = 0; i < n / 256; i++) {
+            b[i].d = mode == MODE_EXTREME ? (next() & 1 ? 3.0e38f : 1e-38f) : frand();
+            for (int k = 0; k < 256; k++) {
+                v = (int8_t)(mode == MODE_EXTREME ? (next() & 1 ? 127 : lo) : lo + (int)(next() % (unsigned)(127 - lo + 1)));
+                b[i].qs[k] = v;
+            }
+            for (int g = 0; g < 16; g++) {
+                int s = 0;
+                for (int k = 0; k < 16; k++) s += b[i].qs[16 * g + k];
+                b[i].bsums[g] = (int16_t)s;
+            }
+        }
+        return;
+    }
+    const size_t bs = mf_type_get_traits(at)->type_size, hdr = bs - 32;
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint8_t *b = a + (size_t)i * bs;
+        for (size_t f = 0; f < hdr; f += 2) {
+            const uint16_t h = half_scale(mode);
+            memcpy(b + f, &h, 2);
+        }
+        for (int k = 0; k < 32; k++) {
+            v = (int8_t)(mode == MODE_EXTREME ? (next() & 1 ? 127 : lo) : lo + (int)(next() % 255u));
+            b[hdr + k] = (uint8_t)v;
         }
     }
-    free(x), free(wf), free(w), free(a);
 }
 
-/* A 40 x n Q4_0 matmul through the backend (rows split over threads, eight-row groups plus a
- * remainder within each thread's range) against one ordered dot per (output, token). */
-static void check_matmul(int64_t n, int64_t nt) {
-    const int64_t N = 40;
-    const size_t rb = mf_row_size(MF_TYPE_Q4_0, n);
-    float *wf = malloc((size_t)(n * N) * sizeof(float)), *x = malloc((size_t)(n * nt) * sizeof(float));
-    float *y = malloc((size_t)(N * nt) * sizeof(float));
+/* dot8 of 8 rows (ws bytes apart) against one activation row equals dot on each row, bit for bit. */
+static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) {
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    enum { NR = 8 };
+    const size_t rb = mf_row_size(t, n), ws = rb + pad;
+    /* room for the prefetches' addresses past the rows is not needed (they never fault) */
+    uint8_t *w = malloc(ws * NR), *a = malloc(mf_row_size(tr->vec_dot_type, n));
+    memset(w, 0, ws * NR);
+    fill_weights(t, n, NR, ws, w, mode);
+    fill_act(t, n, a, mode);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
+    if (d.dot && d.dot8) {
+        float eight[NR];
+        d.dot8(n, w, ws, a, eight);
+        for (int r = 0; r < NR; r++) {
+            const float one = d.dot(n, w + r * ws, a);
+            CHECKF(memcmp(&one, &eight[r], sizeof(float)) == 0,
+                   "%s variant %d n=%lld mode %d pad %zu row %d: eight-row %.9g vs one-row %.9g", tr->name, variant,
+                   (long long)n, mode, pad, r, eight[r], one);
+        }
+    }
+    free(w), free(a);
+}
+
+/* A N x n matmul through the backend (rows split over threads, eight-row groups plus a remainder
+ * within each thread's range) against one ordered dot per (output, token). */
+static void check_matmul(mf_type t, int64_t n, int64_t N, int64_t nt) {
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    const size_t rb = mf_row_size(t, n), ab = mf_row_size(tr->vec_dot_type, n);
+    float *x = malloc((size_t)(n * nt) * sizeof(float)), *y = malloc((size_t)(N * nt) * sizeof(float));
     uint8_t *wq = malloc(rb * (size_t)N);
-    for (int64_t i = 0; i < n * N; i++) wf[i] = frand();
+    fill_weights(t, n, (int)N, rb, wq, MODE_QUANT);
     for (int64_t i = 0; i < n * nt; i++) x[i] = frand() * 2.0f;
-    for (int64_t o = 0; o < N; o++) mf_type_get_traits(MF_TYPE_Q4_0)->quantize(wf + o * n, wq + o * rb, n);
-    mf_weight w = {.type = MF_TYPE_Q4_0, .ne = {n, N}, .data = wq, .row_bytes = rb};
+    mf_weight w = {.type = t, .ne = {n, N}, .data = wq, .row_bytes = rb};
     void *work = malloc(mf_cpu_matmul_work_size(&w, nt, 4));
     mf_pool *pool = NULL;
     CHECK(mf_pool_create(2, &pool) == MF_OK);
     mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);
     const mf_cpu_ordered_dots gemv = mf_cpu_ordered_dots_for(&w, false), gemm = mf_cpu_ordered_dots_for(&w, true);
     CHECK(gemv.dot && gemm.dot);
-    uint8_t *a = malloc(mf_row_size(MF_TYPE_Q8_0, n));
-    for (int64_t t = 0; gemv.dot && gemm.dot && t < nt; t++) {
-        mf_simd_quantize_row(MF_TYPE_Q8_0)(x + t * n, a, n);
-        const mf_cpu_ordered_dots d = nt > 3 && t < nt - nt % 4 ? gemm : gemv;
+    uint8_t *a = malloc(ab);
+    for (int64_t t0 = 0; gemv.dot && gemm.dot && t0 < nt; t0++) {
+        mf_simd_quantize_row(tr->vec_dot_type)(x + t0 * n, a, n);
+        const mf_cpu_ordered_dots d = nt > 3 && t0 < nt - nt % 4 ? gemm : gemv;
         for (int64_t o = 0; o < N; o++) {
             const float v = d.dot(n, wq + o * rb, a);
-            CHECKF(memcmp(&v, &y[t * N + o], sizeof(float)) == 0, "matmul n=%lld nt=%lld [%lld,%lld]: %.9g vs %.9g",
-                   (long long)n, (long long)nt, (long long)t, (long long)o, y[t * N + o], v);
+            CHECKF(memcmp(&v, &y[t0 * N + o], sizeof(float)) == 0, "%s matmul n=%lld N=%lld nt=%lld [%lld,%lld]: %.9g vs %.9g",
+                   tr->name, (long long)n, (long long)N, (long long)nt, (long long)t0, (long long)o, y[t0 * N + o], v);
         }
     }
     mf_pool_free(pool);
-    free(wf), free(x), free(y), free(wq), free(work), free(a);
+    free(x), free(y), free(wq), free(work), free(a);
 }
+
+typedef struct {
+    mf_type t;
+    int variant;
+} case_t;
+
+/* Every (type, variant) with an eight-row dot on this CPU. */
+static const case_t cases[] = {
+    {MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMV}, {MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMM}, {MF_TYPE_Q8_0, MF_ORDER_PLAIN},
+    {MF_TYPE_Q5_0, MF_ORDER_PLAIN},         {MF_TYPE_Q4_K, MF_ORDER_REPACKED_GEMV}, {MF_TYPE_Q6_K, MF_ORDER_PLAIN},
+};
 #endif
 
 int main(void) {
@@ -87,14 +188,31 @@ int main(void) {
         printf("ordered kernels not in use on this CPU; nothing to check\n");
         return test_summary("test_cpu_order8");
     }
-    const int64_t ns[] = {32, 96, 896, 4864};
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        for (int v = MF_ORDER_REPACKED_GEMV; v <= MF_ORDER_REPACKED_GEMM; v++) {
-            check_rows(ns[i], v, false);
-            check_rows(ns[i], v, true);
-        }
-    check_matmul(896, 1);
-    check_matmul(96, 7);
+    const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
+    CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMV).dot8);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const mf_type t = cases[c].t;
+        const int v = cases[c].variant;
+        const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, v);
+        if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
+        if (!d.dot8) continue;
+        const int64_t bk = mf_type_get_traits(t)->blck_size;
+        /* block counts: 1..9, odd and even, and the model shapes' 896, 3584, 4864, 18944 values */
+        int64_t nbs[16];
+        int nn = 0;
+        for (int64_t b = 1; b <= 9; b++) nbs[nn++] = b;
+        const int64_t ks[] = {896, 3584, 4864, 18944};
+        for (int k = 0; k < 4; k++)
+            if (ks[k] % bk == 0) nbs[nn++] = ks[k] / bk;
+        for (int i = 0; i < nn; i++)
+            for (int mode = 0; mode < N_MODES; mode++) {
+                check_rows(t, v, nbs[i] * bk, mode, 0);
+                if (i < 3) check_rows(t, v, nbs[i] * bk, mode, 40);
+            }
+        const int64_t n = bk == 32 ? 896 : 512;
+        check_matmul(t, n, v == MF_ORDER_PLAIN ? 44 : 40, 1);
+        check_matmul(t, n, 40, 7);
+    }
 #endif
     return test_summary("test_cpu_order8");
 }

@@ -29,7 +29,11 @@ enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED_GEMV, MF_ORDER_REPACKED_GEMM };
 mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped);
 
 #if defined(__x86_64__)
-mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant); /* AVX2 + FMA + F16C required */
+/* AVX2 + FMA + F16C required; dot8 is the AVX-512 one (below) where the active SIMD level is AVX-512. */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant);
+/* Eight-row dots with AVX-512 VNNI, bit-identical to the AVX2 one-row dots of the same variant;
+ * NULL where there is none. */
+mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);

@@ -11,6 +11,7 @@
  * sums are exact, so only the lane partition and the float steps have to match. */
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
+#include "simd/simd.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -383,7 +384,7 @@ ORDERED_DOT(dot_q4_K_rp4, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp4, fin_s_
 #define ORD_PAIR(fn)                                                                                                   \
     (mf_cpu_ordered_dots) { fn, fn##_x4, NULL }
 
-mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
+static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     const mf_cpu_ordered_dots none = {NULL, NULL, NULL};
     if (variant == MF_ORDER_REPACKED_GEMV || variant == MF_ORDER_REPACKED_GEMM) {
         if (t == MF_TYPE_Q4_0) return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8};
@@ -402,6 +403,15 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);
     default: return none;
     }
+}
+
+mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
+    mf_cpu_ordered_dots d = dots_avx2(t, variant);
+    if (d.dot && mf_simd_active_level() == MF_SIMD_AVX512) {
+        const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
+        if (d8) d.dot8 = d8;
+    }
+    return d;
 }
 
 /* ---- float kernels of attention and the FFN, in llama.cpp's AVX-512 order ----

@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 static inline __m256i nib32(const uint8_t *qs) {
@@ -144,6 +145,280 @@ mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t) {
     case MF_TYPE_Q8_0: return dot_q8_0;
     case MF_TYPE_Q4_1: return dot_q4_1;
     case MF_TYPE_Q5_1: return dot_q5_1;
+    default: return NULL;
+    }
+}
+
+/* ---- eight weight rows against one activation row (dot8) ----
+ * Each output keeps exactly its one-row float steps; only the integer work is shared and reordered
+ * (the block sums are exact). Rows r and r+1 share a 512-bit register: row r in the low 256 bits,
+ * row r+1 in the high, the activation block broadcast to both halves, so one vpdpbusd serves two
+ * rows and one 16-lane fma performs both rows' eight-lane step. Every kernel prefetches the eight
+ * rows that follow: eight rows advancing a block at a time defeat the hardware prefetchers, and the
+ * next eight lie right after them when rows are contiguous (ws = row bytes), so their bytes are
+ * fetched linearly, 8 * block bytes per block. A prefetch past the weights never faults. */
+
+/* A macro, not a function: GCC judges a function that only prefetches free of effects and deletes
+ * its calls. */
+#define PREFETCH_NEXT8(w, ws, block_bytes, i, lines)                                                                   \
+    do {                                                                                                               \
+        const char *pf_ = (const char *)(w) + 8 * (ws) + (size_t)(i) * 8 * (block_bytes);                              \
+        for (int l_ = 0; l_ < (lines); l_++) _mm_prefetch(pf_ + 64 * l_, _MM_HINT_T0);                                 \
+    } while (0)
+
+/* The leading half-float scales of block i of rows 0..7, converted: d_w of row r in lane r. */
+static inline __m256 scales8(const uint8_t *w, size_t ws, size_t bi) {
+    uint64_t lo = 0, hi = 0;
+    for (int r = 0; r < 4; r++) {
+        uint16_t x, y;
+        memcpy(&x, w + (size_t)r * ws + bi, 2), memcpy(&y, w + (size_t)(r + 4) * ws + bi, 2);
+        lo |= (uint64_t)x << 16 * r, hi |= (uint64_t)y << 16 * r;
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* [lane k of x for 8 lanes | lane k+1 for 8 lanes]: the per-row factor of rows 2p, 2p+1. */
+static inline __m512 spread2(__m256 x, int p) {
+    const __m512i idx = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                         2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
+    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(x));
+}
+
+/* Row 2p's result from the low half, row 2p+1's from the high half, each by hsum8. */
+static inline void store_pairs(const __m512 acc[4], float *out) {
+    for (int p = 0; p < 4; p++) {
+        out[2 * p] = hsum8(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p], 1));
+    }
+}
+
+/* Q8_0 and Q5_0 in the plain order: lane p of a row's step is the exact sum of w * a over bytes
+ * 4p..4p+3 of the block. The weights enter vpdpbusd as unsigned u = w + bias (Q8_0: w ^ 0x80, bias
+ * 128; Q5_0: the 5-bit code, bias 16), so sum(w * a) = sum(u * a) - bias * sum(a) per lane, the
+ * correction shared by the eight rows and folded into the accumulator's start. */
+static inline __m512i rows_u(int kind, const uint8_t *x0, const uint8_t *x1) {
+    if (kind == K_Q8_0) {
+        const __m512i v = load_pair(((const mf_block_q8_0 *)x0)->qs, ((const mf_block_q8_0 *)x1)->qs);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    /* Q5_0: 128-bit quarters [qs0 | qs0 | qs1 | qs1], the high nibbles shifted down in quarters 1
+     * and 3, then bit 4 of value j from bit j of qh: rows' qh words make one 64-bit byte mask */
+    const mf_block_q5_0 *b0 = (const mf_block_q5_0 *)x0, *b1 = (const mf_block_q5_0 *)x1;
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0->qs)),
+                                              _mm_loadu_si128((const __m128i *)b1->qs), 1);
+    const __m512i t2 = _mm512_castsi256_si512(t);
+    __m512i z = _mm512_shuffle_i64x2(t2, t2, _MM_SHUFFLE(1, 1, 0, 0));
+    z = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(0x0F));
+    uint32_t h0, h1;
+    memcpy(&h0, b0->qh, 4), memcpy(&h1, b1->qh, 4);
+    return _mm512_mask_add_epi8(z, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), z, _mm512_set1_epi8(0x10));
+}
+
+static inline __attribute__((always_inline)) void dot8_plain32(int kind, int64_t n, const uint8_t *w, size_t ws,
+                                                                const mf_block_q8_0 *a, float *out) {
+    const size_t bs = kind == K_Q8_0 ? sizeof(mf_block_q8_0) : sizeof(mf_block_q5_0);
+    const int lines = (int)((8 * bs + 63) / 64);
+    const __m512i bias = _mm512_set1_epi8(kind == K_Q8_0 ? (char)0x80 : 16);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n / 32; i++) {
+        PREFETCH_NEXT8(w, ws, bs, i, lines);
+        const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[i].qs));
+        const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, av));
+        uint16_t da;
+        memcpy(&da, &a[i].d, 2);
+        const __m256 d = _mm256_mul_ps(scales8(w, ws, (size_t)i * bs), _mm256_set1_ps(_cvtsh_ss(da)));
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *x0 = w + (size_t)(2 * p) * ws + (size_t)i * bs;
+            const __m512i s = _mm512_dpbusd_epi32(neg, rows_u(kind, x0, x0 + ws), av);
+            acc[p] = _mm512_fmadd_ps(spread2(d, p), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+    }
+    store_pairs(acc, out);
+}
+
+static void dot8_q8_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_plain32(K_Q8_0, n, w, ws, a, out);
+}
+static void dot8_q5_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_plain32(K_Q5_0, n, w, ws, a, out);
+}
+
+/* Q6_K in the plain order (see st_q6_K in cpu_dot_order_avx2.c): lane p of a row's step is
+ * sum over the super-block's eight 32-value groups of scale * (q * a over bytes 4p..4p+3), q the
+ * unsigned 6-bit code, minus 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) with S the activation sums of
+ * 16. Here a row's 512-bit accumulator holds two groups (lanes 0..7 and 8..15, added at the end)
+ * and starts at minus the offsets; the scales enter as int16 through vpdpwssd. */
+static inline __m256i q6_row_lanes(const mf_block_q6_K *x, const mf_block_q8_K *a, __m256i bneg) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    /* - 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) in lane p (|32 sc| <= 4096 fits int16) */
+    __m512i acc = _mm512_zextsi256_si512(_mm256_madd_epi16(bneg, _mm256_slli_epi16(sc16, 5)));
+    const __m512i sc = _mm512_castsi256_si512(sc16);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int j = 0; j < 2; j++) {
+        /* values 128j..128j+63 (groups 4j, 4j+1: low nibbles of ql[64j..64j+63], qh bits 0-1 and 2-3)
+         * and 128j+64..128j+127 (groups 4j+2, 4j+3: high nibbles, qh bits 4-5 and 6-7) */
+        const __m512i l = _mm512_loadu_si512(x->ql + 64 * j);
+        const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * j)));
+        const __m512i h0 = _mm512_and_si512(_mm512_sllv_epi64(h, _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4)), m30);
+        const __m512i h1 = _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m30);
+        /* bit select: the low nibble from the first operand, the rest from the second */
+        const __m512i q0 = _mm512_ternarylogic_epi32(m4, l, h0, 0xCA);
+        const __m512i q1 = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi16(l, 4), h1, 0xCA);
+        /* scales 8j..8j+3 and 8j+4..8j+7, each over 16 values (eight int16 pairs) */
+        const __m512i s0 = _mm512_permutexvar_epi16(
+            _mm512_set_epi16(8 * j + 3, 8 * j + 3, 8 * j + 3, 8 * j + 3, 8 * j + 3, 8 * j + 3, 8 * j + 3, 8 * j + 3,
+                             8 * j + 2, 8 * j + 2, 8 * j + 2, 8 * j + 2, 8 * j + 2, 8 * j + 2, 8 * j + 2, 8 * j + 2,
+                             8 * j + 1, 8 * j + 1, 8 * j + 1, 8 * j + 1, 8 * j + 1, 8 * j + 1, 8 * j + 1, 8 * j + 1,
+                             8 * j, 8 * j, 8 * j, 8 * j, 8 * j, 8 * j, 8 * j, 8 * j),
+            sc);
+        const __m512i s1 = _mm512_permutexvar_epi16(
+            _mm512_set_epi16(8 * j + 7, 8 * j + 7, 8 * j + 7, 8 * j + 7, 8 * j + 7, 8 * j + 7, 8 * j + 7, 8 * j + 7,
+                             8 * j + 6, 8 * j + 6, 8 * j + 6, 8 * j + 6, 8 * j + 6, 8 * j + 6, 8 * j + 6, 8 * j + 6,
+                             8 * j + 5, 8 * j + 5, 8 * j + 5, 8 * j + 5, 8 * j + 5, 8 * j + 5, 8 * j + 5, 8 * j + 5,
+                             8 * j + 4, 8 * j + 4, 8 * j + 4, 8 * j + 4, 8 * j + 4, 8 * j + 4, 8 * j + 4, 8 * j + 4),
+            sc);
+        const __m512i a0 = _mm512_loadu_si512(a->qs + 128 * j), a1 = _mm512_loadu_si512(a->qs + 128 * j + 64);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q0, a0), s0);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q1, a1), s1);
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+}
+
+static void dot8_q6_K(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    const uint8_t *wb = w;
+    const mf_block_q8_K *ab = a;
+    const size_t bs = sizeof(mf_block_q6_K);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n / 256; i++) {
+        PREFETCH_NEXT8(wb, ws, bs, i, (int)((8 * bs + 63) / 64));
+        const __m256i bneg = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)ab[i].bsums));
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(ab[i].d),
+                                       scales8(wb + offsetof(mf_block_q6_K, d), ws, (size_t)i * bs));
+        for (int p = 0; p < 4; p++) {
+            const mf_block_q6_K *x0 = (const mf_block_q6_K *)(wb + (size_t)(2 * p) * ws) + i;
+            const mf_block_q6_K *x1 = (const mf_block_q6_K *)(wb + (size_t)(2 * p + 1) * ws) + i;
+            const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(q6_row_lanes(x0, ab + i, bneg)),
+                                                 q6_row_lanes(x1, ab + i, bneg), 1);
+            acc[p] = _mm512_fmadd_ps(spread2(d, p), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+    }
+    store_pairs(acc, out);
+}
+
+/* Q4_K in the repacked GEMV order (st_q4_K_rp in cpu_dot_order_avx2.c): per super-block one
+ * fma((float)isum, d_w * d_a, s) and one fma((float)msum, dmin_w * d_a, sm) per row, the result
+ * s - sm; lane r of two eight-lane chains carries row r. isum = sum over sub-blocks j of sc[j] *
+ * (q . a over the sub-block), msum = sum over j of mn[j] * (activation sum of sub-block j), both
+ * exact integers, so any grouping does: a row's 512-bit register holds qs chunks c, c+1 (sub-blocks
+ * 2c, 2c+2 in the low nibbles, 2c+1, 2c+3 in the high), maddubs against the activations regrouped
+ * to match, vpdpwssd by the scales spread over each sub-block's pairs. */
+
+/* The 6-bit scales and mins of a Q4_K super-block, eight bytes each (k4_scales of the AVX2 file). */
+static inline void k4_scales8(const uint8_t *packed, uint64_t *sc, uint64_t *mn) {
+    uint32_t u[3];
+    memcpy(u, packed, 12);
+    const uint32_t s0 = u[0] & 0x3f3f3f3fu, m0 = u[1] & 0x3f3f3f3fu;
+    const uint32_t s1 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    const uint32_t m1 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    *sc = (uint64_t)s0 | (uint64_t)s1 << 32;
+    *mn = (uint64_t)m0 | (uint64_t)m1 << 32;
+}
+
+/* Row sums: lane r of the result = the sum of the 16 i32 lanes of z[r]. */
+static inline __m256i sum16x8(const __m512i z[8]) {
+    /* rows r and r+4 share a register (r low half, r+4 high), halves first folded */
+    __m512i f[4];
+    for (int r = 0; r < 4; r++) {
+        const __m512i lo = _mm512_shuffle_i64x2(z[r], z[r + 4], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i hi = _mm512_shuffle_i64x2(z[r], z[r + 4], _MM_SHUFFLE(3, 2, 3, 2));
+        f[r] = _mm512_add_epi32(lo, hi);
+    }
+    /* then within 128-bit quarters, rows 0..3 (4..7) by unpacks: lane k of each quarter = row k */
+    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(f[0], f[1]), _mm512_unpackhi_epi32(f[0], f[1]));
+    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(f[2], f[3]), _mm512_unpackhi_epi32(f[2], f[3]));
+    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+    /* quarters: [rows 0-3 | rows 0-3 | rows 4-7 | rows 4-7] */
+    const __m512i t = _mm512_add_epi32(q, _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    const uint8_t *wb = w;
+    const mf_block_q8_K *ab = a;
+    const size_t bs = sizeof(mf_block_q4_K);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* scale index of each int16 pair position: zmm k covers sub-blocks (2c + k%2, 2c + 2 + k%2) for
+     * chunk pair c = 2 (k / 2); 8 rows x 8 scales as int16, row r at 8r..8r+7 within its half */
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        PREFETCH_NEXT8(wb, ws, bs, i, (int)((8 * bs + 63) / 64));
+        const mf_block_q8_K *y = ab + i;
+        /* activations regrouped: [sub-block 4h + k%2 | 4h + 2 + k%2] for k = 2h + k%2 */
+        __m512i av[4];
+        for (int h = 0; h < 2; h++) {
+            const __m256i *q = (const __m256i *)(y->qs + 128 * h);
+            av[2 * h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(q)), _mm256_loadu_si256(q + 2), 1);
+            av[2 * h + 1] =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(q + 1)), _mm256_loadu_si256(q + 3), 1);
+        }
+        /* activation sums of the eight sub-blocks (int16, exact: |sum| <= 32 * 128) in every quarter */
+        const __m256i bsv = _mm256_loadu_si256((const __m256i *)y->bsums);
+        const __m128i bs8 = _mm256_castsi256_si128(
+            _mm256_permute4x64_epi64(_mm256_hadd_epi16(bsv, bsv), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m512i bsq = _mm512_broadcast_i32x4(bs8);
+        uint64_t sc[8], mn[8];
+        __m512i z[8];
+        for (int r = 0; r < 8; r++) {
+            const mf_block_q4_K *x = (const mf_block_q4_K *)(wb + (size_t)r * ws) + i;
+            k4_scales8(x->scales, &sc[r], &mn[r]);
+            const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc[r])));
+            __m512i acc_r = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const __m512i bits = _mm512_loadu_si512(x->qs + 64 * h);
+                const __m512i lo = _mm512_and_si512(bits, m4), hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
+                const short b = (short)(4 * h);
+                const __m512i sl = _mm512_permutexvar_epi16(
+                    _mm512_set_epi16(b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2,
+                                     b + 2, b + 2, b + 2, b + 2, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b),
+                    s16);
+                const __m512i sh = _mm512_permutexvar_epi16(
+                    _mm512_set_epi16(b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3,
+                                     b + 3, b + 3, b + 3, b + 3, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1,
+                                     b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1),
+                    s16);
+                acc_r = _mm512_dpwssd_epi32(acc_r, _mm512_maddubs_epi16(lo, av[2 * h]), sl);
+                acc_r = _mm512_dpwssd_epi32(acc_r, _mm512_maddubs_epi16(hi, av[2 * h + 1]), sh);
+            }
+            z[r] = acc_r;
+        }
+        /* minimums: row r's eight mins (int16, quarter r % 4 of half r / 4) against the sums */
+        const __m512i mlo = _mm512_cvtepu8_epi16(_mm256_set_epi64x((long long)mn[3], (long long)mn[2],
+                                                                   (long long)mn[1], (long long)mn[0]));
+        const __m512i mhi = _mm512_cvtepu8_epi16(_mm256_set_epi64x((long long)mn[7], (long long)mn[6],
+                                                                   (long long)mn[5], (long long)mn[4]));
+        __m512i p0 = _mm512_madd_epi16(mlo, bsq), p1 = _mm512_madd_epi16(mhi, bsq); /* 4 lanes a row */
+        p0 = _mm512_add_epi32(p0, _mm512_shuffle_epi32(p0, _MM_PERM_BADC));
+        p1 = _mm512_add_epi32(p1, _mm512_shuffle_epi32(p1, _MM_PERM_BADC));
+        p0 = _mm512_add_epi32(p0, _mm512_shuffle_epi32(p0, _MM_PERM_CDAB));
+        p1 = _mm512_add_epi32(p1, _mm512_shuffle_epi32(p1, _MM_PERM_CDAB));
+        const __m256i msum = _mm512_castsi512_si256(
+            _mm512_permutex2var_epi32(p0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0), p1));
+        const __m256 da = _mm256_set1_ps(y->d);
+        const __m256 d = _mm256_mul_ps(scales8(wb, ws, (size_t)i * bs), da);
+        const __m256 dm = _mm256_mul_ps(scales8(wb + 2, ws, (size_t)i * bs), da);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum16x8(z)), d, acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), dm, accm);
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, accm));
+}
+
+mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
+    if (variant == MF_ORDER_REPACKED_GEMV && t == MF_TYPE_Q4_K) return dot8_q4_K_rp;
+    if (variant != MF_ORDER_PLAIN) return NULL;
+    switch (t) {
+    case MF_TYPE_Q8_0: return dot8_q8_0;
+    case MF_TYPE_Q5_0: return dot8_q5_0;
+    case MF_TYPE_Q6_K: return dot8_q6_K;
     default: return NULL;
     }
 }
