@@ -1,4 +1,269 @@
-/* gemm_q4_k_avx512.c: the Q4_K prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). */
+/* gemm_q4_k_avx512.c: the Q4_K prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). Blocks of 32 weight
+ * rows are unpacked once per chunk of tokens into a row-interleaved scratch copy; then each tile of
+ * tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32 lane) and its
+ * float steps lane-wise, so each output is bit for bit st_q4_K_rp4's (or st_q4_K_rp's) value. */
 #include "cpu/cpu_gemm.h"
+#include "core/core.h"
+#include "quant/quant.h"
 
-const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return NULL; }
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+/* The order, per super-block of 256 values, for one weight row and one Q8_K activation block a
+ * (sc, mn: the row's 6-bit scales and mins; D_j = sum of the 32 unsigned nibbles of sub-block j
+ * times a's values there; S_j = sum of a's values in sub-block j):
+ *     d = h2f(w.d) * a.d, dm = h2f(w.dmin) * a.d
+ *     isum_c = sc[2c] * D_2c + sc[2c+1] * D_2c+1,  m_c = mn[2c] * S_2c + mn[2c+1] * S_2c+1
+ *     grouped (rp4): for c = 0..3: s = fma((float)isum_c, d, s), sm = fma((float)m_c, dm, sm)
+ *     plain (rp):    s = fma((float)sum_c isum_c, d, s), sm = fma((float)sum_c m_c, dm, sm)
+ * and the output is s - sm. All integers are exact (|D| <= 15 * 128 * 32, |isum_c| < 2^23), so the
+ * sums may be formed in any order; the float steps are those of the ordered dot, lane-wise.
+ *
+ * Sub-blocks 2c and 2c+1 are the low and high nibbles of qs bytes 32c..32c+31: bytes 32c+4k..+3
+ * hold values 4k..4k+3 of both. A zmm lane r carries row r, so vpdpbusd of the unpacked nibble
+ * bytes of 16 rows against the token's 4 activation bytes broadcast adds 4 products per row. */
+
+enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256 };
+
+/* One super-block of a block of 32 rows (two vectors of 16: [rv]), lane r of vector rv = row 16rv+r. */
+typedef struct {
+    __m512i q[4][8][2][RV]; /* [c][k][h]: nibbles (h = 0 low, 1 high) of bytes 32c+4k..32c+4k+3 */
+    __m512i sc[8][RV];      /* scale of sub-block j, int32 */
+    __m512i mn[4][RV];      /* mins of sub-blocks 2c, 2c+1 as an int16 pair */
+    __m512 d[RV], dm[RV];   /* h2f(d), h2f(dmin) */
+} sb_panel;
+
+/* In-register transpose of a 16 x 16 matrix of 32-bit words: x[i] lane j <- x[j] lane i. */
+static inline void transpose16(__m512i x[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    /* u[4g + m], 128-bit lane L: rows 4g..4g+3 of column m + 4L */
+    for (int g = 0; g < 4; g++) {
+        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512i a = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), b = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+        const __m512i c = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
+        const __m512i e = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+        x[m] = _mm512_shuffle_i32x4(a, c, 0x88);
+        x[m + 8] = _mm512_shuffle_i32x4(a, c, 0xDD);
+        x[m + 4] = _mm512_shuffle_i32x4(b, e, 0x88);
+        x[m + 12] = _mm512_shuffle_i32x4(b, e, 0xDD);
+    }
+}
+
+/* Vector rv of every super-block of the panel from weight rows w0 + r * rb, r < nr (<= 16); rows
+ * past nr are zero. */
+static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel *p, int rv) {
+    const __mmask16 live = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)rb));
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), b8 = _mm512_set1_epi32(0xFF);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = w0 + (size_t)sb * sizeof(mf_block_q4_K);
+        sb_panel *ps = p + sb;
+        /* the header words: d | dmin << 16, then the 12 scale bytes as u0, u1, u2 (see k4_scales) */
+        const __m512i h = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1);
+        const __m512i u0 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
+        const __m512i u1 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
+        const __m512i u2 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
+        ps->d[rv] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+        ps->dm[rv] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+        const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+        const __m512i top2 = _mm512_set1_epi32(0x03030303);
+        const __m512i s0 = _mm512_and_si512(u0, lo6), m0 = _mm512_and_si512(u1, lo6);
+        const __m512i s1 = _mm512_or_si512(_mm512_and_si512(u2, lo4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
+        const __m512i m1 =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
+        for (int j = 0; j < 4; j++) {
+            ps->sc[j][rv] = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8);
+            ps->sc[4 + j][rv] = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8);
+        }
+        /* pair (byte 2i, byte 2i+1) of x -> int16 pair */
+        const __m512i pl = _mm512_set1_epi32(0xFF), ph = _mm512_set1_epi32(0xFF0000);
+        ps->mn[0][rv] = _mm512_or_si512(_mm512_and_si512(m0, pl), _mm512_and_si512(_mm512_slli_epi32(m0, 8), ph));
+        ps->mn[1][rv] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m0, 16), pl),
+                                        _mm512_and_si512(_mm512_srli_epi32(m0, 8), ph));
+        ps->mn[2][rv] = _mm512_or_si512(_mm512_and_si512(m1, pl), _mm512_and_si512(_mm512_slli_epi32(m1, 8), ph));
+        ps->mn[3][rv] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m1, 16), pl),
+                                        _mm512_and_si512(_mm512_srli_epi32(m1, 8), ph));
+        /* qs words 0..15 (chunks 0, 1) and 16..31 (chunks 2, 3) of each row, transposed */
+        __m512i x[16], y[16];
+        for (int r = 0; r < 16; r++) {
+            x[r] = y[r] = zero;
+            if (r < nr) {
+                const uint8_t *qs = b + (size_t)r * rb + offsetof(mf_block_q4_K, qs);
+                x[r] = _mm512_loadu_si512(qs);
+                y[r] = _mm512_loadu_si512(qs + 64);
+            }
+        }
+        transpose16(x);
+        transpose16(y);
+        for (int j = 0; j < 32; j++) {
+            const __m512i v = j < 16 ? x[j] : y[j - 16];
+            ps->q[j / 8][j % 8][0][rv] = _mm512_and_si512(v, m4);
+            ps->q[j / 8][j % 8][1][rv] = _mm512_and_si512(_mm512_srli_epi32(v, 4), m4);
+        }
+    }
+}
+
+static inline int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Outputs of nt tokens (act rows act + t * act_row) x nr vectors of 16 rows: y[t * ldy + 16 * rv + r],
+ * the last vector's lanes limited to mlast. stab[t * stab_row + 4 * sb + c]: the token's (S_2c, S_2c+1)
+ * as an int16 pair. */
+static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_t nsb, const uint8_t *act,
+                                                       size_t act_row, const uint32_t *stab, size_t stab_row,
+                                                       const int nt, const int nr, const bool grouped, float *y,
+                                                       size_t ldy, __mmask16 mlast) {
+    __m512 s[TT][RV], sm[TT][RV];
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) s[t][r] = sm[t][r] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const sb_panel *ps = p + sb;
+        const mf_block_q8_K *ab[TT];
+        __m512 d[TT][RV], dm[TT][RV];
+        __m512i is[TT][RV], ms[TT][RV];
+        for (int t = 0; t < nt; t++) {
+            ab[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + sb;
+            const __m512 ad = _mm512_set1_ps(ab[t]->d);
+            for (int r = 0; r < nr; r++) {
+                d[t][r] = _mm512_mul_ps(ps->d[r], ad);
+                dm[t][r] = _mm512_mul_ps(ps->dm[r], ad);
+                is[t][r] = ms[t][r] = _mm512_setzero_si512();
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i a0[TT][RV], a1[TT][RV];
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++) a0[t][r] = a1[t][r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                __m512i lo[RV], hi[RV];
+                for (int r = 0; r < nr; r++) {
+                    lo[r] = _mm512_load_si512(&ps->q[c][k][0][r]);
+                    hi[r] = _mm512_load_si512(&ps->q[c][k][1][r]);
+                }
+                for (int t = 0; t < nt; t++) {
+                    const __m512i b0 = _mm512_set1_epi32(load_i32(ab[t]->qs + 64 * c + 4 * k));
+                    const __m512i b1 = _mm512_set1_epi32(load_i32(ab[t]->qs + 64 * c + 32 + 4 * k));
+                    for (int r = 0; r < nr; r++) {
+                        a0[t][r] = _mm512_dpbusd_epi32(a0[t][r], lo[r], b0);
+                        a1[t][r] = _mm512_dpbusd_epi32(a1[t][r], hi[r], b1);
+                    }
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                const __m512i sp = _mm512_set1_epi32((int)stab[(size_t)t * stab_row + 4 * (size_t)sb + c]);
+                for (int r = 0; r < nr; r++) {
+                    const __m512i i = _mm512_add_epi32(_mm512_mullo_epi32(a0[t][r], ps->sc[2 * c][r]),
+                                                       _mm512_mullo_epi32(a1[t][r], ps->sc[2 * c + 1][r]));
+                    const __m512i m = _mm512_madd_epi16(ps->mn[c][r], sp);
+                    if (grouped) {
+                        s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), d[t][r], s[t][r]);
+                        sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[t][r], sm[t][r]);
+                    } else {
+                        is[t][r] = _mm512_add_epi32(is[t][r], i);
+                        ms[t][r] = _mm512_add_epi32(ms[t][r], m);
+                    }
+                }
+            }
+            /* The float chains live in memory (touched once per pair): left to itself the compiler
+             * keeps them in registers and reloads the weight vectors for every token instead. */
+            __asm__ volatile("" : : "r"(s), "r"(sm) : "memory");
+        }
+        if (!grouped)
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++) {
+                    s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][r]), d[t][r], s[t][r]);
+                    sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms[t][r]), dm[t][r], sm[t][r]);
+                }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++)
+            _mm512_mask_storeu_ps(y + (size_t)t * ldy + 16 * r, r == nr - 1 ? mlast : (__mmask16)0xFFFF,
+                                  _mm512_sub_ps(s[t][r], sm[t][r]));
+}
+
+typedef void (*tile_fn)(const sb_panel *p, int64_t nsb, const uint8_t *act, size_t act_row, const uint32_t *stab,
+                        size_t stab_row, float *y, size_t ldy, __mmask16 mlast);
+
+#define TILE_FN(nt, nr, g)                                                                                             \
+    static void tile_##nt##_##nr##_##g(const sb_panel *p, int64_t nsb, const uint8_t *act, size_t act_row,            \
+                                       const uint32_t *stab, size_t stab_row, float *y, size_t ldy,                   \
+                                       __mmask16 mlast) {                                                             \
+        tile(p, nsb, act, act_row, stab, stab_row, nt, nr, g, y, ldy, mlast);                                          \
+    }
+#define TILE_FNS(nr, g) TILE_FN(1, nr, g) TILE_FN(2, nr, g) TILE_FN(3, nr, g) TILE_FN(4, nr, g)
+TILE_FNS(1, 0)
+TILE_FNS(2, 0)
+TILE_FNS(1, 1)
+TILE_FNS(2, 1)
+#define TILE_ROW(nr, g) {tile_1_##nr##_##g, tile_2_##nr##_##g, tile_3_##nr##_##g, tile_4_##nr##_##g}
+/* [grouped][nr - 1][nt - 1] */
+static const tile_fn tiles[2][RV][TT] = {{TILE_ROW(1, 0), TILE_ROW(2, 0)}, {TILE_ROW(1, 1), TILE_ROW(2, 1)}};
+
+static size_t scratch_size(int64_t K) {
+    const size_t nsb = (size_t)(K / QK);
+    return nsb * sizeof(sb_panel) + (size_t)TC_MAX * nsb * 4 * sizeof(uint32_t);
+}
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
+    const int64_t nsb = w->ne[0] / QK;
+    sb_panel *panel = scratch;
+    uint32_t *stab = (uint32_t *)(panel + nsb);
+    const size_t stab_row = 4 * (size_t)nsb;
+    /* Tokens in chunks of up to TC_MAX: each block of rows is unpacked once per chunk, while the
+     * chunk's activations stream through the cache once per block (measured: as fast as chunks that
+     * stay in L2, which need more unpacking). */
+    const int64_t tc = TC_MAX;
+    for (int64_t t0 = 0; t0 < nt; t0 += tc) {
+        const int64_t t1 = MF_MIN(t0 + tc, nt);
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t sb = 0; sb < nsb; sb++) {
+                const int16_t *bs = ((const mf_block_q8_K *)(act + (size_t)t * act_row) + sb)->bsums;
+                for (int c = 0; c < 4; c++) {
+                    const uint16_t lo = (uint16_t)(bs[4 * c] + bs[4 * c + 1]);
+                    const uint16_t hi = (uint16_t)(bs[4 * c + 2] + bs[4 * c + 3]);
+                    stab[(size_t)(t - t0) * stab_row + 4 * (size_t)sb + c] = lo | (uint32_t)hi << 16;
+                }
+            }
+        for (int64_t o = o0; o < o1; o += ROWS) {
+            const int nrows = (int)MF_MIN(ROWS, o1 - o), nr = (nrows + 15) / 16;
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+            for (int r = 0; r < nr; r++)
+                unpack16(wr + (size_t)(16 * r) * w->row_bytes, w->row_bytes, MF_MIN(16, nrows - 16 * r), nsb, panel, r);
+            const int last = nrows - 16 * (nr - 1);
+            const __mmask16 mlast = (__mmask16)(last >= 16 ? 0xFFFF : (1u << last) - 1);
+            for (int64_t t = t0; t < t1;) {
+                const bool g = t < n_grouped;
+                const int n = (int)MF_MIN(TT, (g ? MF_MIN(t1, n_grouped) : t1) - t);
+                tiles[g][nr - 1][n - 1](panel, nsb, act + (size_t)t * act_row, act_row,
+                                        stab + (size_t)(t - t0) * stab_row, stab_row, y + (size_t)t * ldy + o, ldy,
+                                        mlast);
+                t += n;
+            }
+        }
+    }
+}
+
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
+
+/* Off for now: tests/test_cpu_gemm.c's whole-matmul check builds a Q4_K weight of K = 896, which is
+ * not a multiple of the 256-value super-block (its row size is 0), so that check cannot pass with any
+ * Q4_K GEMM. With a K that Q4_K can hold the GEMM passes every check; return &gemm once it does. */
+const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return (void)gemm, NULL; }
