@@ -30,7 +30,7 @@
 
 enum {
     BLOCK_BYTES = 8 * 64 + 64, /* one block of a 16-row panel */
-    CHUNK = 128,               /* tokens prepared at once; each panel is repacked once per chunk */
+    CHUNK = 120,               /* tokens prepared at once (a multiple of TILE); each panel is repacked once per chunk */
     TILE = 3,                  /* tokens per tile */
 };
 
