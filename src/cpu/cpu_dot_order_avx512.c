@@ -243,6 +243,62 @@ static void dot8_q5_0(int64_t n, const void *w, size_t ws, const void *a, float 
     dot8_plain32(K_Q5_0, n, w, ws, a, out);
 }
 
+/* Q4_0 in the repacked order (dot_q4_0_rp_x8 in cpu_dot_order_avx2.c): lane r of one eight-lane
+ * chain is row r, stepped per block by fma((float)block sum, d_w * d_a, acc). A 512-bit register
+ * holds four rows' 16 nibble bytes (row k in quarter k): its low nibbles are values 0..15, the high
+ * ones 16..31, against the activation's two halves broadcast to every quarter; the block sums are
+ * sum(q * a) - 8 * sum(a), exact, with the correction as the accumulators' start. */
+static inline __m512i rows4_qs(const uint8_t *w, size_t ws, size_t off) {
+    const __m128i *p0 = (const __m128i *)(w + off), *p1 = (const __m128i *)(w + ws + off);
+    const __m128i *p2 = (const __m128i *)(w + 2 * ws + off), *p3 = (const __m128i *)(w + 3 * ws + off);
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(p0)), _mm_loadu_si128(p1), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(p2)), _mm_loadu_si128(p3), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    const uint8_t *wb = w;
+    const mf_block_q8_0 *ab = a;
+    const size_t bs = sizeof(mf_block_q4_0);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    /* the reduction below leaves rows in lanes 0 4 1 5 2 6 3 7: the scales follow that order */
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        PREFETCH_NEXT8(wb, ws, bs, i, 3);
+        const size_t bi = (size_t)i * bs;
+        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[i].qs));
+        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[i].qs + 16)));
+        const __m512i neg = _mm512_sub_epi32(
+            _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight, ahi));
+        const __m512i x0 = rows4_qs(wb, ws, bi + 2), x1 = rows4_qs(wb + 4 * ws, ws, bi + 2);
+        __m512i z0 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x0, m4), alo);
+        __m512i z1 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x1, m4), alo);
+        z0 = _mm512_dpbusd_epi32(z0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), ahi);
+        z1 = _mm512_dpbusd_epi32(z1, _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4), ahi);
+        /* quarter k: [z0 lanes 0+2, z1 lanes 0+2, z0 1+3, z1 1+3], then each pair's total */
+        __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+        t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC)); /* quarter k: row k, row 4 + k */
+        const __m256i sum = _mm512_castsi512_si256(
+            _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 12, 9, 8, 5, 4, 1, 0), t));
+        uint64_t lo = 0, hi = 0;
+        for (int r = 0; r < 4; r++) {
+            uint16_t h0, h1;
+            memcpy(&h0, wb + (size_t)r * ws + bi, 2), memcpy(&h1, wb + (size_t)(r + 4) * ws + bi, 2);
+            if (r < 2)
+                lo |= ((uint64_t)h0 | (uint64_t)h1 << 16) << 32 * r;
+            else
+                hi |= ((uint64_t)h0 | (uint64_t)h1 << 16) << 32 * (r - 2);
+        }
+        uint16_t da;
+        memcpy(&da, &ab[i].d, 2);
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo)),
+                                       _mm256_set1_ps(_cvtsh_ss(da)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc);
+    }
+    /* lanes 0 4 1 5 2 6 3 7 back to row order */
+    _mm256_storeu_ps(out, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc));
+}
+
 /* Q6_K in the plain order (see st_q6_K in cpu_dot_order_avx2.c): lane p of a row's step is
  * sum over the super-block's eight 32-value groups of scale * (q * a over bytes 4p..4p+3), q the
  * unsigned 6-bit code, minus 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) with S the activation sums of
@@ -414,6 +470,7 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
 
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
     if (variant == MF_ORDER_REPACKED_GEMV && t == MF_TYPE_Q4_K) return dot8_q4_K_rp;
+    if (variant != MF_ORDER_PLAIN && t == MF_TYPE_Q4_0) return dot8_q4_0_rp;
     if (variant != MF_ORDER_PLAIN) return NULL;
     switch (t) {
     case MF_TYPE_Q8_0: return dot8_q8_0;
