@@ -84,6 +84,33 @@ static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp
         for (int j = 0; j < nd; j++) _mm512_store_ps(o + (r0 + i) * hdp + d0 + 16 * j, acc[i][j]);
 }
 
+/* 16 x 16 transpose: x[i][j] -> x[j][i] (pairs, then quads within 128-bit lanes, then lanes). */
+static inline void transpose16(__m512 *x) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        x[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        x[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        x[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        x[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(x[j], x[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(x[j], x[4 + j], 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0xDD);
+    }
+    for (int j = 0; j < 4; j++) {
+        x[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        x[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        x[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+        x[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD);
+    }
+}
+
 /* K or V rows [c0, c0 + n) of head kvh as F32 rows of hdp floats (zeros past hd), rows n..n8 zero. */
 static void load_tile(const mf_kv_cache *kv, const uint8_t *region, int32_t c0, int n, int n8, int32_t kvh,
                       int64_t hd, int64_t hdp, float *dst) {
@@ -116,12 +143,31 @@ void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, co
         o[MF_ATTN_TILE_FLOATS], sp[64 * MF_ATTN_MAX_ROWS], alpha[MF_ATTN_MAX_ROWS];
     _Alignas(64) int32_t rseq[MF_ATTN_MAX_ROWS], rpos[MF_ATTN_MAX_ROWS];
     /* rows past nr see nothing (no cell has sequence INT32_MIN): their p are 0 */
+    int32_t seq_lo = INT32_MAX, seq_hi = INT32_MIN, pos_hi = INT32_MIN;
     for (int r = 0; r < 16 * nrv; r++) {
         rseq[r] = r < nr ? seq[rows[r] / nh] : INT32_MIN;
         rpos[r] = r < nr ? pos[rows[r] / nh] : INT32_MIN;
-        const float *qr = r < nr ? q + rows[r] * hd : NULL;
-        for (int64_t d = 0; d < hd; d++) qt[d * 16 * nrv + r] = qr ? qr[d] * ap->scale : 0.0f;
+        if (r < nr) {
+            seq_lo = MF_MIN(seq_lo, rseq[r]), seq_hi = MF_MAX(seq_hi, rseq[r]);
+            pos_hi = MF_MAX(pos_hi, rpos[r]);
+        }
     }
+    const int qs = 16 * nrv;
+    const __m512 vscale = _mm512_set1_ps(ap->scale);
+    for (int v = 0; v < nrv; v++)
+        for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+            const __mmask16 dm = d0 + 16 <= hd ? (__mmask16)0xFFFF : (__mmask16)((1u << (hd - d0)) - 1);
+            __m512 x[16];
+            for (int i = 0; i < 16; i++) {
+                const int r = 16 * v + i;
+                x[i] = r < nr ? _mm512_mul_ps(_mm512_maskz_loadu_ps(dm, q + rows[r] * hd + d0), vscale)
+                              : _mm512_setzero_ps();
+            }
+            transpose16(x);
+            for (int i = 0; i < 16 && d0 + i < hd; i++) _mm512_store_ps(qt + (d0 + i) * qs + 16 * v, x[i]);
+        }
+    const __m512i vseq_lo = _mm512_set1_epi32(seq_lo), vseq_hi = _mm512_set1_epi32(seq_hi),
+                  vpos_hi = _mm512_set1_epi32(pos_hi);
     memset(o, 0, (size_t)nr4 * (size_t)hdp * sizeof(float));
     __m512i vseq[2], vpos[2];
     __m512 m[2], l[2];
@@ -134,6 +180,15 @@ void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, co
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     for (int32_t c0 = 0; c0 < nc; c0 += bc) {
         const int cn = (int)MF_MIN(bc, nc - c0);
+        /* a quick test first: does any cell have a position and sequence within the rows' range? */
+        __mmask16 maybe = 0;
+        for (int c = 0; c < cn; c += 16) {
+            const __mmask16 tm = cn - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cn - c)) - 1);
+            const __m512i cs = _mm512_maskz_loadu_epi32(tm, kv->cell_seq + c0 + c);
+            maybe |= _mm512_mask_cmple_epi32_mask(tm, _mm512_maskz_loadu_epi32(tm, kv->cell_pos + c0 + c), vpos_hi) &
+                     _mm512_cmpge_epi32_mask(cs, vseq_lo) & _mm512_cmple_epi32_mask(cs, vseq_hi);
+        }
+        if (!maybe) continue;
         __mmask16 vis[64][2];
         int last = -1;
         for (int c = 0; c < cn; c++) {
