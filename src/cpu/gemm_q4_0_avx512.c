@@ -8,30 +8,26 @@
 #include <immintrin.h>
 #include <string.h>
 
-/* Scratch layouts (nb = K / 32 blocks):
- *   panel: 16 weight rows unpacked, for block i and step k (0..7) 64 bytes whose i32 lane r holds row r's
- *          nibbles for positions 4k..4k+3 of the block (k < 4: low nibbles of bytes 4k..4k+3, k >= 4: high
- *          nibbles of bytes 4(k-4)..4(k-4)+3), one byte each; nb * 512 bytes.
- *   dw:    the 16 rows' block scales as floats, [nb][16].
- *   tile:  up to tile_rows(nb) activation rows in groups of 8; group g, block i: 320 bytes = the 8 rows'
- *          32 quants, then 8 x i32 corrections -8 * sum(quants), then 8 x f32 scales d_a. Blocks go in
- *          chunks of CHUNK, chunk-major: [chunk][group][block of the chunk], so the micro-kernel's
- *          passes (one chunk, group after group) read one stream. */
+/* The work goes in chunks of CHUNK blocks (K / 32 = nb blocks in all; each output's chain runs over
+ * the chunks in order, parked in y between them) and tiles of up to TILE activation rows: per tile and
+ * chunk the activations are packed once, then each 16-row weight panel's slice is unpacked once and
+ * serves every group of 8 rows of the tile. The packed activations (TILE * CHUNK * 40 bytes) stay in
+ * L2 across the panels, the panel slice (18 KB) in L1 across the groups.
+ * Scratch layouts:
+ *   panel: the slice of 16 weight rows, for block i and step k (0..7) 64 bytes whose i32 lane r holds
+ *          row r's nibbles for positions 4k..4k+3 of the block (k < 4: low nibbles of bytes 4k..4k+3,
+ *          k >= 4: high nibbles of bytes 4(k-4)..4(k-4)+3), one byte each: [CHUNK][8][64 bytes];
+ *   dw:    the 16 rows' block scales as floats, [CHUNK][16];
+ *   tile:  the tile's activation rows in groups of 8, [group][block of the chunk][320 bytes]: the 8
+ *          rows' 32 quants, then 8 x i32 corrections -8 * sum(quants), then 8 x f32 scales d_a. */
 #define GROUP 8
-/* Blocks per pass of the micro-kernel: a 16 KB slice of the panel that stays in L1 for every group. */
 #define CHUNK 32
+#define TILE 512
 #define GBLK (GROUP * 32 + GROUP * 4 + GROUP * 4)
 
-/* Activation rows per tile: as many as keep the tile near 768 KB (mostly in L2), in whole groups,
- * between 64 (the panel unpacking is repeated per tile) and 256. */
-static int64_t tile_rows(int64_t nb) {
-    int64_t t = (768 * 1024) / (nb * (GBLK / GROUP)) / GROUP * GROUP;
-    return t < 64 ? 64 : t > 256 ? 256 : t;
-}
-
 static size_t scratch_size(int64_t K) {
-    const int64_t nb = K / 32;
-    return (size_t)nb * (8 * 64 + 16 * sizeof(float)) + (size_t)(tile_rows(nb) / GROUP * nb) * GBLK;
+    (void)K;
+    return CHUNK * (8 * 64 + 16 * sizeof(float)) + TILE / GROUP * CHUNK * GBLK;
 }
 
 /* Lanes [r0 r1 r2 r3 | r0 r1 r2 r3]: each 128-bit half's four lanes of rows a..d summed. */
@@ -41,26 +37,23 @@ static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
 }
 
-/* Byte offset of group g's block i in a tile of ng groups. */
-static size_t tile_off(int64_t nb, int64_t ng, int64_t g, int64_t i) {
-    const int64_t c = i / CHUNK * CHUNK;
-    return (size_t)(c * ng + g * MF_MIN(CHUNK, nb - c) + (i - c)) * GBLK;
-}
-
-/* One group (g) of n <= 8 activation rows (act, act + act_row, ...) into the tile layout; the slots of
- * missing rows are zeros (their outputs are never stored). */
-static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t nb, uint8_t *tile, int64_t ng, int64_t g) {
+/* Blocks [i0, i0 + cn) of one group of n <= 8 activation rows (act, act + act_row, ...) into the tile
+ * layout at dst; the slots of missing rows are zeros (their outputs are never stored). */
+static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t i0, int64_t cn, uint8_t *dst) {
     const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t *dst = tile + tile_off(nb, ng, g, i);
+    for (int64_t i = i0; i < i0 + cn; i++, dst += GBLK) {
         __m256i s[GROUP];
-        uint16_t dh[GROUP] = {0};
+        /* the eight half scales gathered in two u64 by shifts: eight 2-byte stores read back as one
+         * vector would stall on store forwarding */
+        uint64_t dh[2] = {0, 0};
         for (int u = 0; u < GROUP; u++) {
             __m256i q = _mm256_setzero_si256();
             if (u < n) {
                 const mf_block_q8_0 *b = (const mf_block_q8_0 *)(act + (size_t)u * act_row) + i;
+                uint16_t d;
+                memcpy(&d, &b->d, 2);
+                dh[u / 4] |= (uint64_t)d << (16 * (u % 4));
                 q = _mm256_loadu_si256((const __m256i *)b->qs);
-                memcpy(&dh[u], &b->d, 2);
             }
             _mm256_storeu_si256((__m256i *)(dst + 32 * u), q);
             s[u] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8, q);
@@ -69,20 +62,21 @@ static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t nb, ui
         const __m256i sum =
             _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
         _mm256_storeu_si256((__m256i *)(dst + 256), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum, 3)));
-        _mm256_storeu_ps((float *)(dst + 288), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        _mm256_storeu_ps((float *)(dst + 288), _mm256_cvtph_ps(_mm_set_epi64x((long long)dh[1], (long long)dh[0])));
     }
 }
 
-/* Rows r0.. r0 + nr - 1 (nr <= 16; missing rows repeat the last one) into the panel layout. Row r
- * goes to lane r: the four 128-bit lanes of z[j] hold rows j, 4 + j, 8 + j, 12 + j, so the in-lane
- * 4x4 transpose of the dwords leaves row 4L + j's dword k in lane 4L + j of step k. */
-static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t nb, __m512i *panel, float *dw,
-                       const uint8_t *next) {
+/* Blocks [i0, i0 + cn) of rows w, w + row_bytes, ... (nr <= 16 of them; missing rows repeat the last
+ * one) into the panel layout. Row r goes to lane r: the four 128-bit lanes of z[j] hold rows j, 4 + j,
+ * 8 + j, 12 + j, so the in-lane 4x4 transpose of the dwords leaves row 4L + j's dword k in lane 4L + j
+ * of step k. The same blocks of the 16 rows at next (if any) are prefetched for the next panel. */
+static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, int64_t cn, __m512i *panel,
+                       float *dw, const uint8_t *next) {
     const mf_block_q4_0 *row[16];
     for (int r = 0; r < 16; r++) row[r] = (const mf_block_q4_0 *)(w + (size_t)(r < nr ? r : nr - 1) * row_bytes);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nb; i++, panel += 8, dw += 16) {
-        if (next && i % 3 == 0)
+    for (int64_t i = i0; i < i0 + cn; i++, panel += 8, dw += 16) {
+        if (next && (i - i0) % 3 == 0)
             for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(next + (size_t)r * row_bytes + (size_t)i * 18), _MM_HINT_T1);
         __m512i z[4];
         for (int j = 0; j < 4; j++) {
@@ -158,43 +152,46 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 int64_t n_grouped, float *y, size_t ldy, void *scratch) {
     (void)n_grouped; /* Q4_0 has one order for every token */
-    const int64_t nb = w->ne[0] / 32, tt = tile_rows(nb);
+    const int64_t nb = w->ne[0] / 32;
     __m512i *panel = scratch;
-    float *dw = (float *)(panel + 8 * nb);
-    uint8_t *tile = (uint8_t *)(dw + 16 * nb);
-    for (int64_t t0 = 0; t0 < nt; t0 += tt) {
-        const int64_t tn = MF_MIN(tt, nt - t0);
-        for (int64_t g = 0; g < tn; g += GROUP)
-            pack_group(act + (size_t)(t0 + g) * act_row, act_row, (int)MF_MIN(GROUP, tn - g), nb, tile,
-                       (tn + GROUP - 1) / GROUP, g / GROUP);
-        for (int64_t o = o0; o < o1; o += 16) {
-            const int nr = (int)MF_MIN(16, o1 - o);
-            const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            const uint8_t *wo = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-            pack_panel(wo, w->row_bytes, nr, nb, panel, dw, o + 32 <= o1 ? wo + 16 * w->row_bytes : NULL);
-            for (int64_t c = 0; c < nb; c += CHUNK)
-            for (int64_t g = 0; g < tn; g += GROUP) {
-                const int64_t cn = MF_MIN(CHUNK, nb - c);
-                const __m512i *pc = panel + 8 * c;
-                const float *dc = dw + 16 * c;
-                const uint8_t *grp = tile + tile_off(nb, (tn + GROUP - 1) / GROUP, g / GROUP, c);
-                float *yg = y + (size_t)(t0 + g) * ldy + o;
-                const bool first = c == 0;
-                switch (MF_MIN(GROUP, tn - g)) {
-                case 1: micro(1, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 2: micro(2, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 3: micro(3, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 4: micro(4, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 5: micro(5, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 6: micro(6, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                case 7: micro(7, cn, pc, dc, grp, yg, ldy, mask, first); break;
-                default: micro(8, cn, pc, dc, grp, yg, ldy, mask, first); break;
+    float *dw = (float *)(panel + 8 * CHUNK);
+    uint8_t *tile = (uint8_t *)(dw + 16 * CHUNK);
+    for (int64_t t0 = 0; t0 < nt; t0 += TILE) {
+        const int64_t tn = MF_MIN(TILE, nt - t0);
+        for (int64_t c = 0; c < nb; c += CHUNK) {
+            const int64_t cn = MF_MIN(CHUNK, nb - c);
+            const bool first = c == 0;
+            for (int64_t g = 0; g < tn; g += GROUP)
+                pack_group(act + (size_t)(t0 + g) * act_row, act_row, (int)MF_MIN(GROUP, tn - g), c, cn,
+                           tile + (size_t)(g / GROUP * cn) * GBLK);
+            for (int64_t o = o0; o < o1; o += 16) {
+                const int nr = (int)MF_MIN(16, o1 - o);
+                const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+                const uint8_t *wo = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+                pack_panel(wo, w->row_bytes, nr, c, cn, panel, dw, o + 32 <= o1 ? wo + 16 * w->row_bytes : NULL);
+                for (int64_t g = 0; g < tn; g += GROUP) {
+                    const uint8_t *grp = tile + (size_t)(g / GROUP * cn) * GBLK;
+                    float *yg = y + (size_t)(t0 + g) * ldy + o;
+                    /* the next group's outputs, read (chains parked in y) and written: their misses
+                     * would otherwise stall the stores at the end of each pass */
+                    for (int64_t u = g + GROUP; u < MF_MIN(g + 2 * GROUP, tn); u++)
+                        _mm_prefetch((const char *)(y + (size_t)(t0 + u) * ldy + o), _MM_HINT_ET0);
+                    switch (MF_MIN(GROUP, tn - g)) {
+                    case 1: micro(1, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 2: micro(2, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 3: micro(3, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 4: micro(4, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 5: micro(5, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 6: micro(6, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    case 7: micro(7, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    default: micro(8, cn, panel, dw, grp, yg, ldy, mask, first); break;
+                    }
                 }
             }
         }
     }
 }
 
-static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = scratch_size, .run = run};
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void) { return &gemm; }
