@@ -167,8 +167,19 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
             repack(w, ob, nr, nb, panel);
+            /* The weights come from memory: while this panel's tiles run, prefetch the rows the next
+             * repack reads (the next panel, or the first one again for the next chunk), spread over
+             * the tiles. */
+            const int64_t on = ob + 16 < o1 ? ob + 16 : tc + n < nt ? o0 : o1;
+            const uint8_t *pf = (const uint8_t *)w->data + (size_t)on * w->row_bytes;
+            const size_t pf_lines = ((size_t)MF_MIN(16, o1 - on) * w->row_bytes + 63) / 64;
+            const size_t n_tiles = (size_t)(n + TILE - 1) / TILE;
             int64_t t = 0;
-            for (; t + TILE <= n; t += TILE) tile_at(TILE, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
+            for (size_t j = 0; t + TILE <= n; t += TILE, j++) {
+                for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
+                    _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
+                tile_at(TILE, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
+            }
             if (n - t == 2) tile_at(2, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
             if (n - t == 1) tile_at(1, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
         }
