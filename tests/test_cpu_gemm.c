@@ -129,7 +129,7 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
 
 int main(void) {
 #if defined(__x86_64__)
-    const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q6_K};
+    const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q6_K};
     int n_gemm = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const mf_type t = types[i];
@@ -149,7 +149,7 @@ int main(void) {
                 check_gemm(t, 24, Ks[k], nt, 16, 24, nt, false);
             }
         check_gemm(t, 136, 512, 130, 32, 136, 128, true);
-        check_matmul(t, 896, 896, 37);
+        check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
         check_matmul(t, 136, 4864, 9);
     }
     printf("%d of %zu types have a GEMM here\n", n_gemm, sizeof types / sizeof types[0]);
