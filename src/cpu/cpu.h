@@ -56,6 +56,9 @@ void mf_cpu_rms_norm_row_ref(const float *x, const float *w, float *y, int64_t n
 void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs);
 /* Rotate one head of hd values in place with a cache from mf_cpu_rope_cache. */
 void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
+#if defined(__x86_64__)
+void mf_cpu_rope_head_avx2(const mf_rope_params *rp, const float *cs, float *x, int64_t hd); /* AVX2 + FMA */
+#endif
 /* Reference: theta_i = pos * freq_scale * base^(-2i/n_dims) in double, out of place. */
 void mf_cpu_rope_head_ref(const mf_rope_params *rp, int32_t pos, const float *x, float *y, int64_t hd);
 

@@ -250,6 +250,13 @@ void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
 }
 
 void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd) {
+#if defined(__x86_64__)
+    const mf_simd_level l = mf_simd_active_level();
+    if (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512) {
+        mf_cpu_rope_head_avx2(rp, cs, x, hd);
+        return;
+    }
+#endif
     (void)hd; /* dims past n_dims pass through unchanged */
     int32_t half = rp->n_dims / 2;
     for (int32_t i = 0; i < half; i++) {
