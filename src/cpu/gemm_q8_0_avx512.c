@@ -6,7 +6,6 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 /* The ordered dot (plain 8-lane order) of one weight row w and one activation row a, blocks i:
  *     L[p] = sum_{j=0..3} w_i[4p + j] * a_i[4p + j]          (p = 0..7, exact integers)
@@ -24,9 +23,12 @@
  * the matrix are zero; their outputs are never stored. Then, per token of the chunk and block, the
  * eight floats 128 * S[p] and h2f(a.d).
  *
- * Speed (one Zen 5 core, 4.1 GHz): the dot products and the fmas share two ports, one of each per 64
- * multiply-adds, which bounds the kernel near 250 GMAC/s; it runs at ~175. Tiles of 3 tokens x 16
- * rows (24 accumulators) load each weight vector once per 3 tokens. */
+ * Speed (one Zen 5 core, 4.1 GHz, thread CPU time): ~175 GMAC/s. The dot products and the fmas share
+ * two ports (one of each per 64 multiply-adds: ~250 GMAC/s at most); what costs the rest is the two
+ * 32-bit broadcasts from memory per product (activation bytes, correction): with the correction
+ * taken from a register instead it measured ~195, without it ~215. Tiles of 3 tokens x 16 rows (24
+ * accumulators) load each weight vector once per 3 tokens (2 tokens: ~5% slower, more with K = 4864,
+ * whose 87 KB panel lives in L2). */
 
 enum {
     BLOCK_BYTES = 8 * 64 + 64, /* one block of a 16-row panel */
