@@ -38,10 +38,14 @@ static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
 }
 
 /* Blocks [i0, i0 + cn) of one group of n <= 8 activation rows (act, act + act_row, ...) into the tile
- * layout at dst; the slots of missing rows are zeros (their outputs are never stored). */
-static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t i0, int64_t cn, uint8_t *dst) {
+ * layout at dst; the slots of missing rows are zeros (their outputs are never stored). The same blocks
+ * of the next group's n_next rows are prefetched: eight short strided streams that the hardware
+ * prefetchers do not pick up in time. */
+static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t i0, int64_t cn, uint8_t *dst, int n_next) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     for (int64_t i = i0; i < i0 + cn; i++, dst += GBLK) {
+        for (int u = 0; u < n_next; u++)
+            _mm_prefetch((const char *)((const mf_block_q8_0 *)(act + (size_t)(GROUP + u) * act_row) + i), _MM_HINT_T0);
         __m256i s[GROUP];
         /* the eight half scales gathered in two u64 by shifts: eight 2-byte stores read back as one
          * vector would stall on store forwarding */
@@ -61,7 +65,8 @@ static void pack_group(const uint8_t *act, size_t act_row, int n, int64_t i0, in
         const __m256i h0 = sum4_rows(s[0], s[1], s[2], s[3]), h1 = sum4_rows(s[4], s[5], s[6], s[7]);
         const __m256i sum =
             _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-        _mm256_storeu_si256((__m256i *)(dst + 256), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum, 3)));
+        const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum, 3));
+        _mm256_storeu_si256((__m256i *)(dst + 256), corr);
         _mm256_storeu_ps((float *)(dst + 288), _mm256_cvtph_ps(_mm_set_epi64x((long long)dh[1], (long long)dh[0])));
     }
 }
@@ -77,7 +82,8 @@ static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, i
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = i0; i < i0 + cn; i++, panel += 8, dw += 16) {
         if (next && (i - i0) % 3 == 0)
-            for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(next + (size_t)r * row_bytes + (size_t)i * 18), _MM_HINT_T1);
+            for (int r = 0; r < 16; r++)
+                _mm_prefetch((const char *)((const mf_block_q4_0 *)(next + (size_t)r * row_bytes) + i), _MM_HINT_T1);
         __m512i z[4];
         for (int j = 0; j < 4; j++) {
             z[j] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)row[j][i].qs));
@@ -134,8 +140,10 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
     if (T > (t)) {                                                                                                     \
         const int32_t *q = (const int32_t *)(grp + 32 * (t));                                                          \
         __m512i acc = _mm512_set1_epi32(corr[t]);                                                                      \
-        DPBUSD_BCST(acc, w0, q); DPBUSD_BCST(acc, w1, q + 1); DPBUSD_BCST(acc, w2, q + 2); DPBUSD_BCST(acc, w3, q + 3); \
-        DPBUSD_BCST(acc, w4, q + 4); DPBUSD_BCST(acc, w5, q + 5); DPBUSD_BCST(acc, w6, q + 6); DPBUSD_BCST(acc, w7, q + 7); \
+        DPBUSD_BCST(acc, w0, q); DPBUSD_BCST(acc, w1, q + 1);                                                         \
+        DPBUSD_BCST(acc, w2, q + 2); DPBUSD_BCST(acc, w3, q + 3);                                                     \
+        DPBUSD_BCST(acc, w4, q + 4); DPBUSD_BCST(acc, w5, q + 5);                                                     \
+        DPBUSD_BCST(acc, w6, q + 6); DPBUSD_BCST(acc, w7, q + 7);                                                     \
         s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dwv, _mm512_set1_ps(da[t])), s);                   \
     }
         MICRO_TOKEN(0, s0); MICRO_TOKEN(1, s1); MICRO_TOKEN(2, s2); MICRO_TOKEN(3, s3);
@@ -163,7 +171,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             const bool first = c == 0;
             for (int64_t g = 0; g < tn; g += GROUP)
                 pack_group(act + (size_t)(t0 + g) * act_row, act_row, (int)MF_MIN(GROUP, tn - g), c, cn,
-                           tile + (size_t)(g / GROUP * cn) * GBLK);
+                           tile + (size_t)(g / GROUP * cn) * GBLK, (int)MF_MAX(0, MF_MIN(GROUP, tn - g - GROUP)));
             for (int64_t o = o0; o < o1; o += 16) {
                 const int nr = (int)MF_MIN(16, o1 - o);
                 const __mmask16 mask = (__mmask16)((1u << nr) - 1);
