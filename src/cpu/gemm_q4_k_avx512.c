@@ -1,7 +1,7 @@
 /* gemm_q4_k_avx512.c: the Q4_K prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). Blocks of 32 weight
- * rows are unpacked once per chunk of tokens into a row-interleaved scratch copy; then each tile of
- * tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32 lane) and its
- * float steps lane-wise, so each output is bit for bit st_q4_K_rp4's (or st_q4_K_rp's) value. */
+ * rows are unpacked once per chunk of up to 256 tokens into a row-interleaved scratch copy; then each
+ * tile of 4 tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32
+ * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp4's (or st_q4_K_rp's). */
 #include "cpu/cpu_gemm.h"
 #include "core/core.h"
 #include "quant/quant.h"
@@ -17,8 +17,9 @@
  *     isum_c = sc[2c] * D_2c + sc[2c+1] * D_2c+1,  m_c = mn[2c] * S_2c + mn[2c+1] * S_2c+1
  *     grouped (rp4): for c = 0..3: s = fma((float)isum_c, d, s), sm = fma((float)m_c, dm, sm)
  *     plain (rp):    s = fma((float)sum_c isum_c, d, s), sm = fma((float)sum_c m_c, dm, sm)
- * and the output is s - sm. All integers are exact (|D| <= 15 * 128 * 32, |isum_c| < 2^23), so the
- * sums may be formed in any order; the float steps are those of the ordered dot, lane-wise.
+ * and the output is s - sm. All integers are exact (|D| <= 15 * 128 * 32, |isum_c| < 2^23, int32 sums),
+ * so they may be formed in any order; (float) rounds (rp's sum of eight sub-blocks can pass 2^24) to
+ * nearest as the ordered dot's conversion does, and the float steps are the ordered dot's, lane-wise.
  *
  * Sub-blocks 2c and 2c+1 are the low and high nibbles of qs bytes 32c..32c+31: bytes 32c+4k..+3
  * hold values 4k..4k+3 of both. A zmm lane r carries row r, so vpdpbusd of the unpacked nibble
@@ -263,7 +264,4 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 
 static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
 
-/* Off for now: tests/test_cpu_gemm.c's whole-matmul check builds a Q4_K weight of K = 896, which is
- * not a multiple of the 256-value super-block (its row size is 0), so that check cannot pass with any
- * Q4_K GEMM. With a K that Q4_K can hold the GEMM passes every check; return &gemm once it does. */
-const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return (void)gemm, NULL; }
+const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return &gemm; }
