@@ -304,30 +304,66 @@ static inline float reduce16(__m512 x) {
     return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
 
-/* out[d] for one head: sum over cells of p[c] * v_c[d] in the lane-c%16 order; cells with p = 0 are
- * skipped (as the reference does: an fma with 0 would turn an infinite v into NaN). */
-static void pv_ordered(const float *p, int32_t nc, const float *V, size_t stride, int64_t hd, float *o) {
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-        const __mmask16 dm = d0 + 16 <= hd ? (__mmask16)0xFFFF : (__mmask16)((1u << (hd - d0)) - 1);
-        __m512 acc[16];
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-        for (int32_t c0 = 0; c0 < nc; c0 += 16) {
-            const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
-            const __mmask16 nz =
-                _mm512_mask_cmp_ps_mask(tm, _mm512_maskz_loadu_ps(tm, p + c0), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-            if (!nz) continue;
-            const float *vr = V + (size_t)c0 * stride + d0;
-            /* all or none of a cell's lanes: masked fma and load leave skipped cells untouched */
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++, vr += stride) {
-                const __mmask16 m = (__mmask16)(0u - ((unsigned)nz >> i & 1u));
-                acc[i] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(dm & m, vr), _mm512_set1_ps(p[c0 + i]), acc[i], m);
-            }
+/* Lane i of V^T . p for up to 4 heads of one token (rows p[0..nr)) and dims [d0, d0 + 16 nd): the
+ * lane accumulates the cells c = i mod 16 in order, cells with p = 0 skipped (as the reference
+ * does: an fma with 0 would turn an infinite v into NaN). Each V row is loaded once for the nr
+ * heads. lanes[r][i][0..64): the lane's result. */
+static inline __attribute__((always_inline)) void pv_lane(const float *const *p, int nr, int32_t c_lo, int32_t c_hi,
+                                                          const float *V, size_t stride, int64_t d0, __mmask16 dm,
+                                                          int nd, int i, float *lanes) {
+    __m512 acc[4][4];
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nd; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int32_t c = c_lo + i; c < c_hi; c += 16) {
+        const float *vr = V + (size_t)c * stride + d0;
+        __m512 v[4];
+        for (int j = 0; j < nd; j++) v[j] = j < nd - 1 ? _mm512_loadu_ps(vr + 16 * j) : _mm512_maskz_loadu_ps(dm, vr + 16 * j);
+        for (int r = 0; r < nr; r++) {
+            if (p[r][c] == 0.0f) continue;
+            const __m512 pc = _mm512_set1_ps(p[r][c]);
+            for (int j = 0; j < nd; j++) acc[r][j] = _mm512_fmadd_ps(v[j], pc, acc[r][j]);
         }
-        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
-        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
-        _mm512_mask_storeu_ps(o + d0, dm,
-                              _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nd; j++) _mm512_store_ps(lanes + (r * 16 + i) * 64 + 16 * j, acc[r][j]);
+}
+
+/* o[r][d] = sum over cells [c_lo, c_hi) of p[r][c] * v_c[d] for nr <= 4 heads (cells outside have
+ * p = 0; c_lo a multiple of 16), in the lane-c%16 order, the lanes then reduced as reduce16. */
+static void pv_ordered(const float *const *p, float *const *o, int nr, int32_t c_lo, int32_t c_hi, const float *V,
+                       size_t stride, int64_t hd) {
+    _Alignas(64) float lanes[4 * 16 * 64];
+    for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+        const int nd = (int)MF_MIN(4, (hd - d0 + 15) / 16);
+        const int64_t rem = hd - d0 - 16 * (nd - 1);
+        const __mmask16 dm = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1);
+        for (int i = 0; i < 16; i++) {
+#define PV_LANE(NR, ND) pv_lane(p, NR, c_lo, c_hi, V, stride, d0, dm, ND, i, lanes)
+#define PV_ND(NR)                                                                                                      \
+    switch (nd) {                                                                                                      \
+    case 4: PV_LANE(NR, 4); break;                                                                                     \
+    case 3: PV_LANE(NR, 3); break;                                                                                     \
+    case 2: PV_LANE(NR, 2); break;                                                                                     \
+    default: PV_LANE(NR, 1); break;                                                                                    \
+    }
+            switch (nr) {
+            case 4: PV_ND(4) break;
+            case 3: PV_ND(3) break;
+            case 2: PV_ND(2) break;
+            default: PV_ND(1) break;
+            }
+#undef PV_ND
+#undef PV_LANE
+        }
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < nd; j++) {
+                __m512 acc[16];
+                for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(lanes + (r * 16 + i) * 64 + 16 * j);
+                for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
+                for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
+                _mm512_mask_storeu_ps(o[r] + d0 + 16 * j, j < nd - 1 ? (__mmask16)0xFFFF : dm,
+                                      _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+            }
     }
 }
 
@@ -380,12 +416,14 @@ void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache
         const float *V = (const float *)kv->v[ap->layer] + kvh * hd;
         __m512 mxv[MF_MAX_GQA_GROUP];
         for (int64_t j = 0; j < ng; j++) mxv[j] = ninf;
+        int32_t c_lo = nc, c_hi = 0; /* the chunks with visible cells (c_lo a multiple of 16) */
         for (int32_t c0 = 0; c0 < nc; c0 += 16) {
             const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
             const __mmask16 vis =
                 _mm512_mask_cmpeq_epi32_mask(tm, _mm512_maskz_loadu_epi32(tm, kv->cell_seq + c0),
                                              _mm512_set1_epi32(seq[t])) &
                 _mm512_cmple_epi32_mask(_mm512_maskz_loadu_epi32(tm, kv->cell_pos + c0), _mm512_set1_epi32(pos[t]));
+            if (vis) c_lo = MF_MIN(c_lo, c0), c_hi = MF_MAX(c_hi, (int32_t)MF_MIN(c0 + 16, nc));
             for (int64_t j = 0; j < ng; j++) {
                 float *sc = scores + j * nc + c0;
                 if (!vis) {
@@ -411,6 +449,10 @@ void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache
                 mxv[j] = _mm512_max_ps(mxv[j], s);
             }
         }
+        /* softmax per head; the heads with something visible then go through V^T . p four at a time */
+        const float *pr[MF_MAX_GQA_GROUP];
+        float *orow[MF_MAX_GQA_GROUP];
+        int npv = 0;
         for (int64_t j = 0; j < ng; j++) {
             float *sc = scores + j * nc, *o = o0 + j * hd;
             const float mx = _mm512_reduce_max_ps(mxv[j]);
@@ -420,23 +462,25 @@ void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache
             }
             const __m512 vmx = _mm512_set1_ps(mx);
             double sum = 0.0;
-            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+            for (int32_t c0 = c_lo; c0 < c_hi; c0 += 16) {
                 const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
                 const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
-                if (_mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ) == 0) { /* all masked: exp gives 0 */
-                    _mm512_mask_storeu_ps(sc + c0, tm, _mm512_setzero_ps());
-                    continue;
-                }
+                if (_mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ) == 0) continue; /* all masked: exp gives 0 */
                 const __m512 e = _mm512_maskz_mov_ps(tm, exp16(_mm512_sub_ps(s, vmx)));
                 _mm512_mask_storeu_ps(sc + c0, tm, e);
                 sum += (double)reduce16(e);
             }
             const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
-            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
+            for (int32_t c0 = c_lo; c0 < c_hi; c0 += 16) {
                 const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
-                _mm512_mask_storeu_ps(sc + c0, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, sc + c0), inv));
+                const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
+                /* chunks left masked still hold -inf: p = 0 there */
+                const __mmask16 live = _mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ);
+                _mm512_mask_storeu_ps(sc + c0, tm, _mm512_maskz_mul_ps(live, s, inv));
             }
-            pv_ordered(sc, nc, V, stride, hd, o);
+            pr[npv] = sc;
+            orow[npv++] = o;
         }
+        for (int j = 0; j < npv; j += 4) pv_ordered(pr + j, orow + j, MF_MIN(4, npv - j), c_lo, c_hi, V, stride, hd);
     }
 }
