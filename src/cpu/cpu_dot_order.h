@@ -37,8 +37,10 @@ mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);
-/* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp. */
+/* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp: one lane at a time (AVX2 + FMA), or
+ * 16 (AVX-512), with bit-identical results. */
 void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
+void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t n);
 /* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */
 float mf_cpu_dot_f32_ord_avx2(const float *x, const float *y, int64_t n);
 /* x[c] = exp(x[c] - mx) for c < n; the double sum of per-16 float sums. */

@@ -277,7 +277,10 @@ void mf_cpu_silu(const float *x, float *y, int64_t n) {
 void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n) {
 #if defined(__x86_64__)
     if (mf_cpu_ordered_float()) {
-        mf_cpu_swiglu_ord_avx2(a, b, y, n);
+        if (mf_simd_active_level() == MF_SIMD_AVX512)
+            mf_cpu_swiglu_ord_avx512(a, b, y, n);
+        else
+            mf_cpu_swiglu_ord_avx2(a, b, y, n);
         return;
     }
 #endif
