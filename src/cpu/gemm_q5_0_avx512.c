@@ -1,4 +1,43 @@
-/* gemm_q5_0_avx512.c: the Q5_0 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). */
-#include "cpu/cpu_gemm.h"
+/* gemm_q5_0_avx512.c: the Q5_0 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h): the shared 16-row
+ * panel GEMM of gemm_q8_avx512.h with panels unpacked from the Q5_0 blocks, each output bit for bit
+ * st_q5_0's value. */
+#include "cpu/gemm_q8_avx512.h"
 
-const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx512(void) { return NULL; }
+#include <string.h>
+
+/* Biased weights u = w + 128 = q5 + 112, q5 = nibble | fifth bit << 4 (value j: low nibble of qs[j],
+ * value 16 + j: its high nibble; fifth bit: bit j of qh). As nibble + 112 = nibble | 0x70 and
+ * nibble + 128 = nibble | 0x80, u = nibble | (bit ? 0x80 : 0x70): one blend under the qh mask. */
+static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), c70 = _mm256_set1_epi8(0x70), c80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i r[16];
+        uint16_t dh[16];
+        for (int k = 0; k < 16; k++) {
+            if (k < nr) {
+                const mf_block_q5_0 *b = (const mf_block_q5_0 *)(base + (size_t)k * w->row_bytes) + i;
+                const __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+                uint32_t qh;
+                memcpy(&qh, b->qh, 4);
+                const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+                r[k] = _mm256_or_si256(nib, _mm256_mask_blend_epi8((__mmask32)qh, c70, c80));
+                dh[k] = b->d;
+            } else {
+                r[k] = _mm256_setzero_si256();
+                dh[k] = 0;
+            }
+        }
+        q8g_store_block(r, dh, panel + (size_t)i * Q8G_BLOCK_BYTES);
+    }
+}
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
+    (void)n_grouped;
+    q8g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q8g_scratch_size, .run = run};
+
+const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx512(void) { return &gemm; }
