@@ -55,68 +55,81 @@ void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, con
     }
 }
 
-/* Portable tile: per row, per cell tile, the scores of the visible cells, then the online softmax
- * update (running max m, running sum l, accumulators o rescaled by exp(m_old - m_new)). */
+/* Portable tile, the AVX-512 tile's scheme in loops a compiler vectorizes: the rows' queries d-major
+ * (rw lanes, nr rounded up to 8), scores s[c][r] over the lanes, an online softmax per lane (running
+ * max m, sum l, accumulators o rescaled by exp(m_old - m_new)), then o[r][:] += p[c][r] * v[c][:]. */
 void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
                         const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr) {
     mf_cpu_init_tables();
     const int64_t hd = ap->head_dim, nh = ap->n_head;
-    const int bc = mf_cpu_attn_tile_cells(hd);
+    const int bc = mf_cpu_attn_tile_cells(hd), rw = (nr + 7) & ~7;
     const int32_t nc = kv->n_active;
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
-    float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], o[MF_ATTN_TILE_FLOATS], s[64];
-    float m[MF_ATTN_MAX_ROWS], l[MF_ATTN_MAX_ROWS];
-    for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    memset(o, 0, (size_t)nr * (size_t)hd * sizeof(float));
+    _Alignas(64) float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], qt[MF_ATTN_TILE_FLOATS],
+        o[MF_ATTN_TILE_FLOATS], s[64 * MF_ATTN_MAX_ROWS];
+    float m[MF_ATTN_MAX_ROWS], l[MF_ATTN_MAX_ROWS], mu[MF_ATTN_MAX_ROWS], alpha[MF_ATTN_MAX_ROWS],
+        sum[MF_ATTN_MAX_ROWS], acc[MF_ATTN_MAX_ROWS];
+    int32_t rseq[MF_ATTN_MAX_ROWS], rpos[MF_ATTN_MAX_ROWS];
+    for (int r = 0; r < rw; r++) {
+        m[r] = -INFINITY, l[r] = 0.0f;
+        rseq[r] = r < nr ? seq[rows[r] / nh] : INT32_MIN; /* padding rows see nothing */
+        rpos[r] = r < nr ? pos[rows[r] / nh] : INT32_MIN;
+        for (int64_t d = 0; d < hd; d++) qt[d * rw + r] = r < nr ? q[rows[r] * hd + d] * ap->scale : 0.0f;
+    }
+    memset(o, 0, (size_t)rw * (size_t)hd * sizeof(float));
     for (int32_t c0 = 0; c0 < nc; c0 += bc) {
         const int cn = (int)MF_MIN(bc, nc - c0);
-        /* cells of this tile that any row sees; the tile is converted only if there are some */
-        uint64_t any = 0, vis[MF_ATTN_MAX_ROWS];
-        for (int r = 0; r < nr; r++) {
-            const int64_t t = rows[r] / nh;
-            vis[r] = 0;
-            for (int c = 0; c < cn; c++)
-                if (kv->cell_seq[c0 + c] == seq[t] && kv->cell_pos[c0 + c] <= pos[t]) vis[r] |= 1ull << c;
-            any |= vis[r];
-        }
-        if (!any) continue;
+        uint32_t vis[64]; /* bit r: row r sees cell c0 + c */
+        int last = -1;
         for (int c = 0; c < cn; c++) {
-            if (!(any >> c & 1)) continue;
+            const int32_t cs = kv->cell_seq[c0 + c], cp = kv->cell_pos[c0 + c];
+            vis[c] = 0;
+            for (int r = 0; r < nr; r++) vis[c] |= (uint32_t)(rseq[r] == cs && rpos[r] >= cp) << r;
+            if (vis[c]) last = c;
+        }
+        if (last < 0) continue;
+        const int ce = last + 1;
+        for (int c = 0; c < ce; c++) {
             const size_t off = (size_t)(c0 + c) * kv->row_bytes;
-            for (int64_t d = 0; d < hd; d++) {
-                if (kv->type == MF_TYPE_F32) {
-                    kf[c * hd + d] = ((const float *)(K + off))[kvh * hd + d];
-                    vf[c * hd + d] = ((const float *)(V + off))[kvh * hd + d];
-                } else {
-                    kf[c * hd + d] = fp16_table[((const mf_fp16 *)(K + off))[kvh * hd + d]];
-                    vf[c * hd + d] = fp16_table[((const mf_fp16 *)(V + off))[kvh * hd + d]];
-                }
+            if (kv->type == MF_TYPE_F32) {
+                memcpy(kf + c * hd, (const float *)(K + off) + kvh * hd, (size_t)hd * sizeof(float));
+                memcpy(vf + c * hd, (const float *)(V + off) + kvh * hd, (size_t)hd * sizeof(float));
+            } else {
+                const mf_fp16 *kh = (const mf_fp16 *)(K + off) + kvh * hd, *vh = (const mf_fp16 *)(V + off) + kvh * hd;
+                for (int64_t d = 0; d < hd; d++) kf[c * hd + d] = fp16_table[kh[d]], vf[c * hd + d] = fp16_table[vh[d]];
             }
         }
+        for (int c = 0; c < ce; c++) {
+            for (int r = 0; r < rw; r++) acc[r] = 0.0f;
+            for (int64_t d = 0; d < hd; d++) {
+                const float k = kf[c * hd + d];
+                for (int r = 0; r < rw; r++) acc[r] += k * qt[d * rw + r];
+            }
+            for (int r = 0; r < rw; r++) s[c * rw + r] = vis[c] >> r & 1 ? acc[r] : -INFINITY;
+        }
+        for (int r = 0; r < rw; r++) acc[r] = -INFINITY, sum[r] = 0.0f;
+        for (int c = 0; c < ce; c++)
+            for (int r = 0; r < rw; r++) acc[r] = s[c * rw + r] > acc[r] ? s[c * rw + r] : acc[r];
+        for (int r = 0; r < rw; r++) {
+            const float mn = acc[r] > m[r] ? acc[r] : m[r];
+            mu[r] = mn == -INFINITY ? 0.0f : mn; /* nothing seen yet: p stays 0 */
+            alpha[r] = expf(m[r] - mu[r]);      /* 1 where the max did not grow, 0 from -inf */
+            m[r] = mn;
+        }
+        for (int c = 0; c < ce; c++)
+            for (int r = 0; r < rw; r++) {
+                const float p = expf(s[c * rw + r] - mu[r]);
+                s[c * rw + r] = p;
+                sum[r] += p;
+            }
         for (int r = 0; r < nr; r++) {
-            if (!vis[r]) continue;
-            const float *qr = q + rows[r] * hd;
+            l[r] = l[r] * alpha[r] + sum[r];
             float *orow = o + r * hd;
-            float mt = -INFINITY;
-            for (int c = 0; c < cn; c++) {
-                if (!(vis[r] >> c & 1)) continue;
-                float acc = 0.0f;
-                for (int64_t d = 0; d < hd; d++) acc += qr[d] * kf[c * hd + d];
-                s[c] = acc * ap->scale;
-                mt = s[c] > mt ? s[c] : mt;
-            }
-            const float mn = mt > m[r] ? mt : m[r];
-            if (mn == -INFINITY) continue; /* only -inf scores so far: nothing to add */
-            if (mn > m[r]) {
-                const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
-                l[r] *= alpha;
-                for (int64_t d = 0; d < hd; d++) orow[d] *= alpha;
-                m[r] = mn;
-            }
-            for (int c = 0; c < cn; c++) {
-                if (!(vis[r] >> c & 1)) continue;
-                const float p = expf(s[c] - mn);
-                l[r] += p;
+            if (alpha[r] != 1.0f)
+                for (int64_t d = 0; d < hd; d++) orow[d] *= alpha[r];
+            for (int c = 0; c < ce; c++) {
+                const float p = s[c * rw + r];
+                if (p == 0.0f) continue;
                 for (int64_t d = 0; d < hd; d++) orow[d] += p * vf[c * hd + d];
             }
         }
