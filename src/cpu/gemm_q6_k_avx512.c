@@ -39,34 +39,13 @@ typedef struct {
     __m512 d;         /* h2f(w.d) */
 } panel_sb;
 
-/* Scratch: the panel's super-blocks, then the unpacked rows before their transposition. */
+/* Scratch: the panel's super-blocks, then each row's scales before their transposition. */
 typedef struct {
-    uint8_t q[ROWS][QK];     /* the 256 q of each row, in value order */
-    int32_t sc[ROWS][16];    /* each row's 8 scale pairs, then its 8 offset pairs */
+    int32_t sc[ROWS][16]; /* each row's 8 scale pairs, then its 8 offset pairs */
     uint16_t d[ROWS];
 } panel_rows;
 
 static size_t scratch_size(int64_t K) { return (size_t)(K / QK) * sizeof(panel_sb) + sizeof(panel_rows); }
-
-/* The 256 q values of one super-block in value order (as the ordered dot unpacks them). */
-static void unpack_q(const mf_block_q6_K *b, uint8_t *out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    for (int j = 0; j < 2; j++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * j));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * j + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * j));
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
-        };
-        for (int v = 0; v < 4; v++) _mm256_storeu_si256((__m256i *)(out + 128 * j + 32 * v), q[v]);
-    }
-}
 
 /* r[i] = row i of a 16 x 16 matrix of i32 -> r[j] = column j (unpacks inside 128-bit lanes, then a
  * 4 x 4 transposition of the lanes). */
@@ -95,29 +74,50 @@ static inline void transpose16(__m512i r[16]) {
     for (int j = 0; j < 16; j++) r[j] = t[j];
 }
 
-/* Rows [r0, r0 + nr) of w (nr <= 16) into the panel layout; lanes of missing rows are zero. */
+/* Rows [r0, r0 + nr) of w (nr <= 16) into the panel layout; lanes of missing rows are zero. The
+ * packed bits are transposed first (i32 i of ql, qh in lane r), then unpacked for 16 rows at once:
+ * value 128j + 32v + i (i < 32) is ql[64j + 32(v & 1) + i] (low nibble for v < 2, high for v >= 2)
+ * with bits 2v, 2v+1 of qh[32j + i] on top, so the i32 of q[p][4j + v] comes from ql i32
+ * 16j + 8(v & 1) + p and qh i32 8j + p. */
 static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, panel_sb *ps, panel_rows *tmp) {
     /* scale pairs (s[4k+h], s[4k+2+h]) at i32 2k+h: words 0 2 1 3 of each group of four */
     const __m256i pairs =
         _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     memset(tmp, 0, sizeof *tmp); /* rows nr..15 stay zero */
     for (int64_t sb = 0; sb < nsb; sb++) {
+        const mf_block_q6_K *b[ROWS];
         for (int r = 0; r < nr; r++) {
-            const mf_block_q6_K *b =
-                (const mf_block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + sb;
-            unpack_q(b, tmp->q[r]);
-            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            b[r] = (const mf_block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + sb;
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[r]->scales));
             _mm256_storeu_si256((__m256i *)tmp->sc[r], _mm256_shuffle_epi8(s16, pairs));
             _mm256_storeu_si256((__m256i *)(tmp->sc[r] + 8), _mm256_mullo_epi16(s16, _mm256_set1_epi16(-32)));
-            tmp->d[r] = b->d;
+            tmp->d[r] = b[r]->d;
         }
         panel_sb *s = ps + sb;
-        __m512i v[16];
-        for (int blk = 0; blk < 4; blk++) { /* i32 16 blk + j of each row: chunk 2 blk + j / 8, p = j % 8 */
-            for (int r = 0; r < ROWS; r++) v[r] = _mm512_loadu_si512(tmp->q[r] + 64 * blk);
-            transpose16(v);
-            for (int j = 0; j < 16; j++) s->q[j % 8][2 * blk + j / 8] = v[j];
+        __m512i ql[2][16], qh[16];
+        for (int j = 0; j < 2; j++) {
+            for (int r = 0; r < ROWS; r++)
+                ql[j][r] = r < nr ? _mm512_loadu_si512(b[r]->ql + 64 * j) : _mm512_setzero_si512();
+            transpose16(ql[j]);
         }
+        for (int r = 0; r < ROWS; r++) qh[r] = r < nr ? _mm512_loadu_si512(b[r]->qh) : _mm512_setzero_si512();
+        transpose16(qh);
+        for (int j = 0; j < 2; j++)
+            for (int p = 0; p < 8; p++) {
+                /* low 4 bits (x & 0x0F) | high 2 bits (y & 0x30) per byte, 0xEC: (a & c) | b; the i32
+                 * shifts move bits across bytes only where the masks drop them */
+                const __m512i l0 = ql[j][p], l1 = ql[j][8 + p], h = qh[8 * j + p];
+                const __m512i h0 = _mm512_and_si512(_mm512_slli_epi32(h, 4), m30);
+                const __m512i h1 = _mm512_and_si512(_mm512_slli_epi32(h, 2), m30);
+                const __m512i h2 = _mm512_and_si512(h, m30);
+                const __m512i h3 = _mm512_and_si512(_mm512_srli_epi32(h, 2), m30);
+                s->q[p][4 * j + 0] = _mm512_ternarylogic_epi32(l0, h0, m4, 0xEC);
+                s->q[p][4 * j + 1] = _mm512_ternarylogic_epi32(l1, h1, m4, 0xEC);
+                s->q[p][4 * j + 2] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(l0, 4), h2, m4, 0xEC);
+                s->q[p][4 * j + 3] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(l1, 4), h3, m4, 0xEC);
+            }
+        __m512i v[16];
         for (int r = 0; r < ROWS; r++) v[r] = _mm512_loadu_si512(tmp->sc[r]);
         transpose16(v);
         for (int j = 0; j < 8; j++) s->sc[j / 2][j % 2] = v[j], s->off[j] = v[8 + j];
