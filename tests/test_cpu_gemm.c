@@ -149,6 +149,8 @@ int main(void) {
                 check_gemm(t, 24, Ks[k], nt, 16, 24, nt, false);
             }
         check_gemm(t, 136, 512, 130, 32, 136, 128, true);
+        check_gemm(t, 40, 768, 1030, 0, 40, 1028, false); /* past the GEMMs' token tiles (up to 512) */
+        check_gemm(t, 24, 768, 519, 16, 24, 516, true);
         check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
         check_matmul(t, 136, 4864, 9);
     }
