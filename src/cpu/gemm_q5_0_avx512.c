@@ -5,12 +5,12 @@
 
 #include <string.h>
 
-/* Biased weights u = w + 128 = q5 + 112, q5 = nibble | fifth bit << 4 (value j: low nibble of qs[j],
- * value 16 + j: its high nibble; fifth bit: bit j of qh). As nibble + 112 = nibble | 0x70 and
- * nibble + 128 = nibble | 0x80, u = nibble | (bit ? 0x80 : 0x70): one blend under the qh mask. */
+/* Signed weights w = q5 - 16, q5 = nibble | fifth bit << 4 (value j: low nibble of qs[j], value
+ * 16 + j: its high nibble; fifth bit: bit j of qh). As a byte, nibble - 16 = nibble | 0xF0, so
+ * w = nibble | (bit ? 0 : 0xF0): one zero-masked move under the inverted qh mask. */
 static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), c70 = _mm256_set1_epi8(0x70), c80 = _mm256_set1_epi8((char)0x80);
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), cf0 = _mm256_set1_epi8((char)0xF0);
     for (int64_t i = 0; i < nb; i++) {
         __m256i r[16];
         uint16_t dh[16];
@@ -21,7 +21,7 @@ static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *
                 uint32_t qh;
                 memcpy(&qh, b->qh, 4);
                 const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-                r[k] = _mm256_or_si256(nib, _mm256_mask_blend_epi8((__mmask32)qh, c70, c80));
+                r[k] = _mm256_or_si256(nib, _mm256_maskz_mov_epi8((__mmask32)~qh, cf0));
                 dh[k] = b->d;
             } else {
                 r[k] = _mm256_setzero_si256();

@@ -3,17 +3,16 @@
  * st_q8_0's value. */
 #include "cpu/gemm_q8_avx512.h"
 
-/* Biased weights u = qs + 128 = qs ^ 0x80. */
+/* The weights are the blocks' signed bytes. */
 static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < nb; i++) {
         __m256i r[16];
         uint16_t dh[16];
         for (int k = 0; k < 16; k++) {
             if (k < nr) {
                 const mf_block_q8_0 *b = (const mf_block_q8_0 *)(base + (size_t)k * w->row_bytes) + i;
-                r[k] = _mm256_xor_si256(bias, _mm256_loadu_si256((const __m256i *)b->qs));
+                r[k] = _mm256_loadu_si256((const __m256i *)b->qs);
                 dh[k] = b->d;
             } else {
                 r[k] = _mm256_setzero_si256();

@@ -18,28 +18,33 @@
  *     out = ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7))
  * with w the signed weight values (Q8_0: qs in [-128, 127]; Q5_0: q5 - 16 in [-16, 15]).
  *
- * vpdpbusd multiplies unsigned bytes (a register) by signed bytes (a register or a broadcast
- * memory operand), so the panel holds the weights biased, u = w + 128, and the lane sum it gives is
- * L + 128 * S[p], S[p] the sum of the lane's four activation bytes. Both are integers below 2^24 in
- * magnitude (|L| <= 4 * 128 * 128), so converting that sum to float and subtracting the float
- * 128 * S[p] gives (float)L exactly, and the fma sees the ordered dot's operands.
+ * vpdpbusd multiplies unsigned bytes (its first operand) by signed bytes and adds the four products
+ * of each i32 lane to the lane. The panel holds one row per lane, so the first operand is the
+ * activation dword broadcast to all lanes, biased to unsigned (a + 128 = a ^ 0x80, activations in
+ * [-127, 127]), and the second the rows' signed weights. That gives L + 128 * Sw[r][p], Sw the sum
+ * of the lane's four weights: a per-row constant of the panel, the same for every token. The panel
+ * stores -128 * Sw as the start value of each dot, so vpdpbusd leaves L itself (exact: |L| < 2^16),
+ * and its conversion is the ordered dot's (float)L. Per product that costs one broadcast load (the
+ * activation dword), one vpdpbusd, one conversion and the fma; weights and start values are loaded
+ * once per tile of tokens.
  *
  * Panel layout (per-thread scratch), per block i of the K / 32: eight 64-byte vectors, vector p lane
- * r = the biased bytes 4p..4p+3 of row r, then the 16 rows' h2f(d) as floats: 576 bytes. Rows past
- * the matrix are zero; their outputs are never stored. Then, per token of the chunk and block, the
- * eight floats 128 * S[p] and h2f(a.d).
+ * r = the signed weight bytes 4p..4p+3 of row r, eight vectors of the i32 starts -128 * Sw[r][p],
+ * then the 16 rows' h2f(d) as floats: 1088 bytes. Rows past the matrix are zero; their outputs are
+ * never stored. Then, per token of the chunk and block, the 32 biased activation bytes, and per
+ * token and block h2f(a.d).
  *
- * Speed (one Zen 5 core, 4.1 GHz, thread CPU time): ~175 GMAC/s. The dot products and the fmas share
- * two ports (one of each per 64 multiply-adds: ~250 GMAC/s at most); what costs the rest is the two
- * 32-bit broadcasts from memory per product (activation bytes, correction): with the correction
- * taken from a register instead it measured ~195, without it ~215. Tiles of 3 tokens x 16 rows (24
- * accumulators) load each weight vector once per 3 tokens (2 tokens: ~5% slower, more with K = 4864,
- * whose 87 KB panel lives in L2). */
+ * Speed (one Zen 5 core, 4.1 GHz, thread CPU time): ~210-225 GMAC/s (Q8_0 and Q5_0 alike), against
+ * ~175 with the weights biased instead (the activations as the signed broadcast operand, and a
+ * per-token correction subtracted from each converted sum: a second broadcast and one more
+ * instruction per product). The dot products and the fmas share two ports (one of each per 64
+ * multiply-adds: ~260 GMAC/s at most). Tiles of 3 tokens x 16 rows (24 accumulators) load each
+ * weight vector and start vector once per 3 tokens. */
 
 enum {
-    Q8G_BLOCK_BYTES = 8 * 64 + 64, /* one block of a 16-row panel */
-    Q8G_CHUNK = 120,               /* tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk */
-    Q8G_TILE = 3,                  /* tokens per tile */
+    Q8G_BLOCK_BYTES = 17 * 64, /* one block of a 16-row panel */
+    Q8G_CHUNK = 120,           /* tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk */
+    Q8G_TILE = 3,              /* tokens per tile */
 };
 
 /* Rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (nb blocks). */
@@ -47,13 +52,14 @@ typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t nb, u
 
 static size_t q8g_scratch_size(int64_t K) {
     const size_t nb = (size_t)K / 32;
-    return nb * Q8G_BLOCK_BYTES + Q8G_CHUNK * nb * 9 * sizeof(float);
+    return nb * Q8G_BLOCK_BYTES + Q8G_CHUNK * nb * (32 + sizeof(float));
 }
 
-/* Sixteen rows' 32 biased bytes of one block (rows past the matrix zero) -> the block's eight panel
- * vectors, and their scales dh -> its 16 floats. A 16 x 8 transpose of i32: rows j, j + 4 (and
- * j + 8, j + 12) share a zmm, two unpack stages gather four rows' same dword within each 128-bit
- * lane, one lane shuffle puts rows 0-3, 4-7, 8-11, 12-15 in order. */
+/* Sixteen rows' 32 signed weight bytes of one block (rows past the matrix zero) -> the block's
+ * eight weight vectors and their start values, and their scales dh -> its 16 floats. A 16 x 8
+ * transpose of i32: rows j, j + 4 (and j + 8, j + 12) share a zmm, two unpack stages gather four
+ * rows' same dword within each 128-bit lane, one lane shuffle puts rows 0-3, 4-7, 8-11, 12-15 in
+ * order. */
 static inline __attribute__((always_inline)) void q8g_store_block(const __m256i r[16], const uint16_t dh[16],
                                                                   uint8_t *block) {
     __m512i z[8], t[8], u[8];
@@ -75,22 +81,26 @@ static inline __attribute__((always_inline)) void q8g_store_block(const __m256i 
         uu[3] = _mm512_unpackhi_epi64(tt[1], tt[3]);
     }
     __m512i *out = (__m512i *)block;
+    /* -128 * Sw = (-1) * (128 * Sw): 128 as the unsigned operand against the weights. */
+    const __m512i u128 = _mm512_set1_epi8((char)0x80);
     for (int q = 0; q < 4; q++) {
-        _mm512_store_si512(out + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88));
-        _mm512_store_si512(out + 4 + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD));
+        const __m512i w0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), w1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD);
+        _mm512_store_si512(out + q, w0);
+        _mm512_store_si512(out + 4 + q, w1);
+        _mm512_store_si512(out + 8 + q, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), u128, w0)));
+        _mm512_store_si512(out + 12 + q, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), u128, w1)));
     }
-    _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+    _mm512_store_ps(out + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
 }
 
-/* Corrections and activation scales of tokens [t0, t0 + n): c[(t * nb + i) * 8 + p], da[t * nb + i]. */
-static void q8g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t n, int64_t nb, float *c, float *da) {
-    const __m256i u128 = _mm256_set1_epi8((char)0x80);
+/* Biased activation bytes and scales of tokens [t0, t0 + n): ab[(t * nb + i) * 32 + j], da[t * nb + i]. */
+static void q8g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t n, int64_t nb, uint8_t *ab, float *da) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
     for (int64_t t = 0; t < n; t++) {
         const mf_block_q8_0 *a = (const mf_block_q8_0 *)(act + (size_t)(t0 + t) * act_row);
         for (int64_t i = 0; i < nb; i++) {
-            const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u128,
-                                                  _mm256_loadu_si256((const __m256i *)a[i].qs));
-            _mm256_store_ps(c + (t * nb + i) * 8, _mm256_cvtepi32_ps(s));
+            _mm256_store_si256((__m256i *)(ab + (t * nb + i) * 32),
+                               _mm256_xor_si256(bias, _mm256_loadu_si256((const __m256i *)a[i].qs)));
             da[t * nb + i] = _cvtsh_ss(a[i].d);
         }
     }
@@ -98,33 +108,32 @@ static void q8g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t 
 
 typedef int32_t __attribute__((may_alias)) q8g_i32_alias;
 
-/* l + the 16 lanes' u . a, with the 4 activation bytes at a broadcast from memory by the instruction
- * itself (compilers load them into a register first, one more instruction per product). */
-static inline __m512i q8g_dpbusd_bcast(__m512i l, __m512i u, const void *a) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(l) : "v"(u), "m"(*(const q8g_i32_alias *)a));
+/* c + the 16 lanes' a . w, all operands in registers (left to themselves, compilers reload the
+ * weights and start values from memory for every token: two more 64-byte loads per product). */
+static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
+    __m512i l;
+    __asm__("vmovdqa64 %1, %0\n\tvpdpbusd %3, %2, %0" : "=&v"(l) : "v"(c), "v"(a), "v"(w));
     return l;
 }
 
-/* T tokens (c, da, a: each token's corrections, scales and activation blocks) against one panel;
- * y[t] gets the 16 rows' outputs (row lanes in mask). */
+/* T tokens (ab, da: each token's biased activation blocks and scales) against one panel; y[t] gets
+ * the 16 rows' outputs (row lanes in mask). */
 static inline __attribute__((always_inline)) void q8g_tile(const int T, const uint8_t *panel, int64_t nb,
-                                                           const float *const *c, const float *const *da,
-                                                           const mf_block_q8_0 *const *a, float *const *y,
-                                                           __mmask16 mask) {
+                                                           const uint8_t *const *ab, const float *const *da,
+                                                           float *const *y, __mmask16 mask) {
     __m512 acc[Q8G_TILE][8];
     for (int t = 0; t < T; t++)
         for (int p = 0; p < 8; p++) acc[t][p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m512i *wv = (const __m512i *)(panel + (size_t)i * Q8G_BLOCK_BYTES);
-        const __m512 dw = _mm512_load_ps(wv + 8);
+        const __m512 dw = _mm512_load_ps(wv + 16);
         __m512 d[Q8G_TILE];
         for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][i]));
         for (int p = 0; p < 8; p++) {
-            const __m512i wp = _mm512_load_si512(wv + p);
+            const __m512i wp = _mm512_load_si512(wv + p), cp = _mm512_load_si512(wv + 8 + p);
             for (int t = 0; t < T; t++) {
-                const __m512i l = q8g_dpbusd_bcast(_mm512_setzero_si512(), wp, a[t][i].qs + 4 * p);
-                acc[t][p] = _mm512_fmadd_ps(d[t], _mm512_sub_ps(_mm512_cvtepi32_ps(l), _mm512_set1_ps(c[t][i * 8 + p])),
-                                            acc[t][p]);
+                const __m512i a = _mm512_set1_epi32(*(const q8g_i32_alias *)(ab[t] + i * 32 + 4 * p));
+                acc[t][p] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(q8g_dpbusd(cp, a, wp)), acc[t][p]);
             }
         }
     }
@@ -137,18 +146,16 @@ static inline __attribute__((always_inline)) void q8g_tile(const int T, const ui
 
 /* Tokens [t, t + T) of the chunk that starts at token tc against one panel. */
 static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const uint8_t *panel, int64_t nb,
-                                                              const float *corr, const float *das, const uint8_t *act,
-                                                              size_t act_row, int64_t tc, int64_t t, float *y,
-                                                              size_t ldy, __mmask16 mask) {
-    const float *c[Q8G_TILE], *da[Q8G_TILE];
-    const mf_block_q8_0 *a[Q8G_TILE];
+                                                              const uint8_t *actb, const float *das, int64_t tc,
+                                                              int64_t t, float *y, size_t ldy, __mmask16 mask) {
+    const uint8_t *ab[Q8G_TILE];
+    const float *da[Q8G_TILE];
     float *yt[Q8G_TILE];
     for (int k = 0; k < T; k++) {
-        c[k] = corr + (t + k) * nb * 8, da[k] = das + (t + k) * nb;
-        a[k] = (const mf_block_q8_0 *)(act + (size_t)(tc + t + k) * act_row);
+        ab[k] = actb + (t + k) * nb * 32, da[k] = das + (t + k) * nb;
         yt[k] = y + (size_t)(tc + t + k) * ldy;
     }
-    q8g_tile(T, panel, nb, c, da, a, yt, mask);
+    q8g_tile(T, panel, nb, ab, da, yt, mask);
 }
 
 /* The GEMM's run (cpu_gemm.h) with the type's repack; the type's grouped order is its plain one. */
@@ -157,11 +164,11 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
                                                           float *y, size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32;
     uint8_t *panel = scratch;
-    float *corr = (float *)(panel + (size_t)nb * Q8G_BLOCK_BYTES);
-    float *das = corr + Q8G_CHUNK * nb * 8;
+    uint8_t *actb = panel + (size_t)nb * Q8G_BLOCK_BYTES;
+    float *das = (float *)(actb + Q8G_CHUNK * nb * 32);
     for (int64_t tc = 0; tc < nt; tc += Q8G_CHUNK) {
         const int64_t n = MF_MIN(Q8G_CHUNK, nt - tc);
-        q8g_prepare(act, act_row, tc, n, nb, corr, das);
+        q8g_prepare(act, act_row, tc, n, nb, actb, das);
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
@@ -177,10 +184,10 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
             for (size_t j = 0; t + Q8G_TILE <= n; t += Q8G_TILE, j++) {
                 for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
                     _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
-                q8g_tile_at(Q8G_TILE, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
+                q8g_tile_at(Q8G_TILE, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
             }
-            if (n - t == 2) q8g_tile_at(2, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
-            if (n - t == 1) q8g_tile_at(1, panel, nb, corr, das, act, act_row, tc, t, y + ob, ldy, mask);
+            if (n - t == 2) q8g_tile_at(2, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
+            if (n - t == 1) q8g_tile_at(1, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
         }
     }
 }
