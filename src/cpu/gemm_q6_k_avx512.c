@@ -221,7 +221,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 }
 
 /* min_tokens: from 3 tokens the GEMM beats the ordered dots (896 x 4864, 1 thread: 74 vs 62 GMAC/s; at 2
- * tokens 56 vs 63, the panel unpacking not yet paid back). */
+ * tokens 56 vs 63: the panel unpacking and a short tile's dependency chains are not yet paid back). */
 static const mf_cpu_gemm gemm = {.min_tokens = 3, .scratch_size = scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx512(void) { return &gemm; }
