@@ -141,8 +141,10 @@ static void mm_dot(void *arg, int ith, int nth) {
     }
     if (m->ord.dot) {
         /* Ordered dots in blocks of 16 weight rows that stay in cache while every token passes
-         * over them. With several tokens (rows in cache) four rows at a time, as independent
-         * chains; one token streams the weights from memory, where one row at a time is faster. */
+         * over them: eight rows at a time where there is an eight-row dot (it prefetches the next
+         * eight), else with several tokens (rows in cache) four, else one. */
+        const uint8_t *wd = m->w->data;
+        const size_t rb = m->w->row_bytes;
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int64_t oe = MF_MIN(ob + 16, o1);
             for (int64_t t = 0; t < m->nt; t++) {
@@ -150,11 +152,9 @@ static void mm_dot(void *arg, int ith, int nth) {
                 const uint8_t *a = m->act + (size_t)t * m->act_row;
                 float *yt = m->y + t * N;
                 int64_t o = ob;
-                for (; d.dot8 && o + 8 <= oe; o += 8)
-                    d.dot8(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, m->w->row_bytes, a, yt + o);
-                for (; m->nt > 1 && o + 4 <= oe; o += 4)
-                    d.dot4(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, m->w->row_bytes, a, yt + o);
-                for (; o < oe; o++) yt[o] = d.dot(K, (const uint8_t *)m->w->data + (size_t)o * m->w->row_bytes, a);
+                for (; d.dot8 && o + 8 <= oe; o += 8) d.dot8(K, wd + (size_t)o * rb, rb, a, yt + o);
+                for (; m->nt > 1 && o + 4 <= oe; o += 4) d.dot4(K, wd + (size_t)o * rb, rb, a, yt + o);
+                for (; o < oe; o++) yt[o] = d.dot(K, wd + (size_t)o * rb, a);
                 if (bias)
                     for (o = ob; o < oe; o++) yt[o] += bias[o];
             }
