@@ -121,7 +121,8 @@ static void special_acts(int variant, float *x, int64_t n) {
     random_acts(x, n);
     for (int64_t b = 0; b < n / 32; b++) {
         float *y = x + 32 * b;
-        switch ((b + variant) % 8) {
+        /* variants 8..11 leave out the NaN/inf and tiny blocks, so that whole Q8_K blocks take the fast path */
+        switch (variant < 8 ? (b + variant) % 8 : (b + variant) % 4) {
         case 0: /* amax 127 gives multiplier 1 (Q8_0) and iscale +-1 (Q8_K): exact .5 ties */
             for (int j = 0; j < 32; j++) y[j] = (float)((int)(rnd() % 254) - 127) + 0.5f;
             y[rnd() % 32] = (b & 1) ? -127.0f : 127.0f;
@@ -145,6 +146,13 @@ static void special_acts(int variant, float *x, int64_t n) {
         default: break;
         }
     }
+    if (variant >= 8) /* Q8_K: a zero block; the largest magnitude first and last with opposite signs; only last */
+        for (int64_t k = 0; k + 256 <= n; k += 256) {
+            const int64_t c = (k / 256 + variant) % 4;
+            if (c == 0) memset(x + k, 0, 256 * sizeof *x);
+            if (c == 1 || c == 2) x[k + 255] = (k & 512) ? 2e6f : -2e6f;
+            if (c == 1) x[k] = -x[k + 255];
+        }
 }
 
 static void test_quantizers(mf_simd_level lv, int64_t max_n, uint8_t *o1, uint8_t *o2, float *x) {
@@ -160,7 +168,7 @@ static void test_quantizers(mf_simd_level lv, int64_t max_n, uint8_t *o1, uint8_
         for (int k = 0; k < nn; k++) {
             const int64_t n = ns[k];
             if (n > max_n) continue;
-            for (int variant = 0; variant < 8; variant++) {
+            for (int variant = 0; variant < 12; variant++) {
                 special_acts(variant, x, n);
                 if (tr->blck_size == 1 && variant == 7 && n >= 8) { /* float formats: NaN, inf, overflow, subnormal */
                     const uint32_t nan_payload = 0x7f8001a5u, neg_qnan = 0xffc00000u;

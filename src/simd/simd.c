@@ -79,7 +79,8 @@ static void register_level(mf_simd_level level) {
     }
     if (level == MF_SIMD_AVX512) {
         mf_simd_register_avx512(t);
-        mf_simd_register_avx512_k(t); /* the activation quantizers stay AVX2: a small share of time */
+        mf_simd_register_avx512_k(t);
+        mf_simd_register_avx512_act(t);
     }
 #elif defined(__aarch64__)
     if (level == MF_SIMD_NEON) mf_simd_register_neon(t);

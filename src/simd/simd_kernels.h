@@ -23,6 +23,7 @@ void mf_simd_register_avx2_k(mf_simd_table *t);
 void mf_simd_register_avx2_act(mf_simd_table *t);
 void mf_simd_register_avx512(mf_simd_table *t);
 void mf_simd_register_avx512_k(mf_simd_table *t);
+void mf_simd_register_avx512_act(mf_simd_table *t);
 void mf_simd_register_neon(mf_simd_table *t);
 
 /* Defines `static void name(...)`, an mf_gemm_fn that calls the dot `dot` once per (row, column)
