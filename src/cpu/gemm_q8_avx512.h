@@ -39,20 +39,35 @@
  * per-token correction subtracted from each converted sum: a second broadcast and one more
  * instruction per product). The dot products and the fmas share two ports (one of each per 64
  * multiply-adds: ~260 GMAC/s at most). Tiles of 3 tokens x 16 rows (24 accumulators) load each
- * weight vector and start vector once per 3 tokens. */
+ * weight vector and start vector once per 3 tokens. A panel holds 1088 bytes a block, so with a long
+ * K (4864: 165 KB) it would be read from L2 at ~45 bytes a product: tiles run slices of 28 blocks
+ * and keep their accumulators in scratch between slices (the float steps of each output are still
+ * one chain in block order); 896 x 4864 x 512, 1 thread: ~146 unsliced -> ~195 GMAC/s. */
 
 enum {
     Q8G_BLOCK_BYTES = 17 * 64, /* one block of a 16-row panel */
-    Q8G_CHUNK = 120,           /* tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk */
+    Q8G_CHUNK_BYTES = 400 << 10, /* prepared activations of a chunk of tokens: they stay in L2 */
+    Q8G_SLICE = 28,              /* blocks a tile runs at once: 30 KB of panel, which stays in L1 */
     Q8G_TILE = 3,              /* tokens per tile */
 };
 
 /* Rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (nb blocks). */
 typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel);
 
+/* The most tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk
+ * (with K = 896, 120 tokens a chunk: the unpacking took ~12% of the GEMM's time). At least 120
+ * tokens, at most a whole prompt of 512. */
+static int64_t q8g_max_chunk(int64_t nb) {
+    const int64_t c = MF_MAX(120, MF_MIN(513, Q8G_CHUNK_BYTES / (nb * (32 + (int64_t)sizeof(float)))));
+    return c - c % Q8G_TILE;
+}
+
+/* Panel, then the accumulators of a chunk's tokens between slices (when there is more than one),
+ * then the prepared activations. */
 static size_t q8g_scratch_size(int64_t K) {
-    const size_t nb = (size_t)K / 32;
-    return nb * Q8G_BLOCK_BYTES + Q8G_CHUNK * nb * (32 + sizeof(float));
+    const int64_t nb = K / 32, max_chunk = q8g_max_chunk(nb);
+    return (size_t)nb * Q8G_BLOCK_BYTES + (nb > Q8G_SLICE ? (size_t)max_chunk * 8 * 64 : 0) +
+           (size_t)(max_chunk * nb) * (32 + sizeof(float));
 }
 
 /* Sixteen rows' 32 signed weight bytes of one block (rows past the matrix zero) -> the block's
@@ -116,15 +131,17 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
     return l;
 }
 
-/* T tokens (ab, da: each token's biased activation blocks and scales) against one panel; y[t] gets
- * the 16 rows' outputs (row lanes in mask). */
-static inline __attribute__((always_inline)) void q8g_tile(const int T, const uint8_t *panel, int64_t nb,
+/* T tokens (ab, da: each token's biased activation blocks and scales) against blocks [i0, i1) of one
+ * panel. The accumulators start at zero (first) or from st[t] (eight vectors a token), and end in
+ * st[t] or, after the last block (last), as the outputs y[t] of the 16 rows (row lanes in mask). */
+static inline __attribute__((always_inline)) void q8g_tile(const int T, const uint8_t *panel, int64_t i0, int64_t i1,
                                                            const uint8_t *const *ab, const float *const *da,
+                                                           __m512 *const *st, bool first, bool last,
                                                            float *const *y, __mmask16 mask) {
     __m512 acc[Q8G_TILE][8];
     for (int t = 0; t < T; t++)
-        for (int p = 0; p < 8; p++) acc[t][p] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
+        for (int p = 0; p < 8; p++) acc[t][p] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + p);
+    for (int64_t i = i0; i < i1; i++) {
         const __m512i *wv = (const __m512i *)(panel + (size_t)i * Q8G_BLOCK_BYTES);
         const __m512 dw = _mm512_load_ps(wv + 16);
         __m512 d[Q8G_TILE];
@@ -138,36 +155,48 @@ static inline __attribute__((always_inline)) void q8g_tile(const int T, const ui
         }
     }
     for (int t = 0; t < T; t++) {
+        if (!last) {
+            for (int p = 0; p < 8; p++) _mm512_store_ps(st[t] + p, acc[t][p]);
+            continue;
+        }
         const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
                                        _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
         _mm512_mask_storeu_ps(y[t], mask, s);
     }
 }
 
-/* Tokens [t, t + T) of the chunk that starts at token tc against one panel. */
-static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const uint8_t *panel, int64_t nb,
-                                                              const uint8_t *actb, const float *das, int64_t tc,
-                                                              int64_t t, float *y, size_t ldy, __mmask16 mask) {
+/* Tokens [t, t + T) of the chunk that starts at token tc against blocks [i0, i1) of one panel. */
+static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const uint8_t *panel, int64_t nb, int64_t i0,
+                                                              int64_t i1, const uint8_t *actb, const float *das,
+                                                              __m512 *state, int64_t tc, int64_t t, float *y,
+                                                              size_t ldy, __mmask16 mask) {
     const uint8_t *ab[Q8G_TILE];
     const float *da[Q8G_TILE];
+    __m512 *st[Q8G_TILE];
     float *yt[Q8G_TILE];
     for (int k = 0; k < T; k++) {
         ab[k] = actb + (t + k) * nb * 32, da[k] = das + (t + k) * nb;
+        st[k] = state + (t + k) * 8;
         yt[k] = y + (size_t)(tc + t + k) * ldy;
     }
-    q8g_tile(T, panel, nb, ab, da, yt, mask);
+    q8g_tile(T, panel, i0, i1, ab, da, st, i0 == 0, i1 == nb, yt, mask);
 }
 
 /* The GEMM's run (cpu_gemm.h) with the type's repack; the type's grouped order is its plain one. */
 static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack, const mf_weight *w, int64_t o0,
                                                           int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                                                           float *y, size_t ldy, void *scratch) {
-    const int64_t nb = w->ne[0] / 32;
+    const int64_t nb = w->ne[0] / 32, max_chunk = q8g_max_chunk(nb);
     uint8_t *panel = scratch;
-    uint8_t *actb = panel + (size_t)nb * Q8G_BLOCK_BYTES;
-    float *das = (float *)(actb + Q8G_CHUNK * nb * 32);
-    for (int64_t tc = 0; tc < nt; tc += Q8G_CHUNK) {
-        const int64_t n = MF_MIN(Q8G_CHUNK, nt - tc);
+    __m512 *state = (__m512 *)(panel + (size_t)nb * Q8G_BLOCK_BYTES);
+    uint8_t *actb = (uint8_t *)(state + (nb > Q8G_SLICE ? max_chunk * 8 : 0));
+    float *das = (float *)(actb + max_chunk * nb * 32);
+    /* Equal chunks, each a multiple of the tile (but the last); equal slices. */
+    const int64_t n_chunks = (nt + max_chunk - 1) / max_chunk, per = (nt + n_chunks - 1) / n_chunks;
+    const int64_t chunk = per + (Q8G_TILE - per % Q8G_TILE) % Q8G_TILE;
+    const int64_t n_slices = (nb + Q8G_SLICE - 1) / Q8G_SLICE, slice = (nb + n_slices - 1) / n_slices;
+    for (int64_t tc = 0; tc < nt; tc += chunk) {
+        const int64_t n = MF_MIN(chunk, nt - tc);
         q8g_prepare(act, act_row, tc, n, nb, actb, das);
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
@@ -179,15 +208,19 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
             const int64_t on = ob + 16 < o1 ? ob + 16 : tc + n < nt ? o0 : o1;
             const uint8_t *pf = (const uint8_t *)w->data + (size_t)on * w->row_bytes;
             const size_t pf_lines = ((size_t)MF_MIN(16, o1 - on) * w->row_bytes + 63) / 64;
-            const size_t n_tiles = (size_t)(n + Q8G_TILE - 1) / Q8G_TILE;
-            int64_t t = 0;
-            for (size_t j = 0; t + Q8G_TILE <= n; t += Q8G_TILE, j++) {
-                for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
-                    _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
-                q8g_tile_at(Q8G_TILE, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
+            const size_t n_tiles = (size_t)(n_slices * ((n + Q8G_TILE - 1) / Q8G_TILE));
+            size_t j = 0;
+            for (int64_t i0 = 0; i0 < nb; i0 += slice) {
+                const int64_t i1 = MF_MIN(nb, i0 + slice);
+                int64_t t = 0;
+                for (; t + Q8G_TILE <= n; t += Q8G_TILE, j++) {
+                    for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
+                        _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
+                    q8g_tile_at(Q8G_TILE, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
+                }
+                if (n - t == 2) q8g_tile_at(2, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
+                if (n - t == 1) q8g_tile_at(1, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
             }
-            if (n - t == 2) q8g_tile_at(2, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
-            if (n - t == 1) q8g_tile_at(1, panel, nb, actb, das, tc, t, y + ob, ldy, mask);
         }
     }
 }
