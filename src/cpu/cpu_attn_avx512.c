@@ -35,7 +35,7 @@ void mf_cpu_attn_exp16_avx512(const float *x, float *y) { _mm512_storeu_ps(y, ex
 
 /* ---- blockwise tile ----
  * Per cell tile (bc cells, converted once to F32 rows kf/vf of hdp = hd rounded up to 16 floats):
- *   scores  s[c][r] = sum_d k[c][d] * qt[d][r]    (qt: the rows' queries times scale, d-major, 32 wide;
+ *   scores  s[c][r] = sum_d k[c][d] * qt[d][r]    (qt: the rows' queries times scale, d-major, 16 nrv wide;
  *                                                  lanes are rows, so the softmax needs no shuffles)
  *   online  mt = max_c s, mn = max(m, mt), p[c][r] = exp(s - mn), l = l * exp(m - mn) + sum_c p
  *   output  o[r][d] = o[r][d] * exp(m - mn) + sum_c p[c][r] * v[c][d]   (lanes are dimensions)
