@@ -193,15 +193,14 @@ static void quantize_q8_K(const float *src, void *dst, int64_t n) {
 
 static void quantize_f16(const float *src, void *dst, int64_t n) {
     uint16_t *y = dst;
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 v = _mm512_maskz_loadu_ps(live, src + i);
-        _mm256_mask_storeu_epi16(y + i, live, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        const unsigned nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-        if (MF_UNLIKELY(nan)) /* NaN payloads: as the scalar */
-            for (int k = 0; k < 16; k++)
-                if ((nan >> k) & 1) y[i + k] = mf_f32_to_fp16(src[i + k]);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(src + i);
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (MF_UNLIKELY(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q))) /* NaN payloads: as the scalar */
+            for (int k = 0; k < 16; k++) y[i + k] = mf_f32_to_fp16(src[i + k]);
     }
+    for (; i < n; i++) y[i] = mf_f32_to_fp16(src[i]);
 }
 
 /* bf16 = top half after adding 0x7fff + (bit 16) (round to nearest even); NaN -> top half | 0x40. */
