@@ -8,10 +8,11 @@
 /* Signed weights w = q5 - 16, q5 = nibble | fifth bit << 4 (value j: low nibble of qs[j], value
  * 16 + j: its high nibble; fifth bit: bit j of qh). As a byte, nibble - 16 = nibble | 0xF0, so
  * w = nibble | (bit ? 0 : 0xF0): one zero-masked move under the inverted qh mask. */
-static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel) {
+/* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
+static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     const __m256i lo4 = _mm256_set1_epi8(0x0F), cf0 = _mm256_set1_epi8((char)0xF0);
-    for (int64_t i = 0; i < nb; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         __m256i r[16];
         uint16_t dh[16];
         for (int k = 0; k < 16; k++) {
@@ -28,7 +29,7 @@ static void repack(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *
                 dh[k] = 0;
             }
         }
-        q8g_store_block(r, dh, panel + (size_t)i * Q8G_BLOCK_BYTES);
+        q8g_store_block(r, dh, panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
     }
 }
 

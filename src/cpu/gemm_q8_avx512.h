@@ -40,9 +40,10 @@
  * instruction per product). The dot products and the fmas share two ports (one of each per 64
  * multiply-adds: ~260 GMAC/s at most). Tiles of 3 tokens x 16 rows (24 accumulators) load each
  * weight vector and start vector once per 3 tokens. A panel holds 1088 bytes a block, so with a long
- * K (4864: 165 KB) it would be read from L2 at ~45 bytes a product: tiles run slices of 28 blocks
- * and keep their accumulators in scratch between slices (the float steps of each output are still
- * one chain in block order); 896 x 4864 x 512, 1 thread: ~146 unsliced -> ~195 GMAC/s. */
+ * K (4864: 165 KB) it would be read from L2 at ~45 bytes a product: panels are unpacked and run in
+ * slices of at most 28 blocks (30 KB, in L1), the tiles keeping their accumulators in scratch
+ * between slices (the float steps of each output are still one chain in block order); 896 x 4864 x
+ * 512, 1 thread: ~146 unsliced -> ~195 GMAC/s. */
 
 enum {
     Q8G_BLOCK_BYTES = 17 * 64, /* one block of a 16-row panel */
@@ -51,8 +52,8 @@ enum {
     Q8G_TILE = 3,              /* tokens per tile */
 };
 
-/* Rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (nb blocks). */
-typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t nb, uint8_t *panel);
+/* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (block i0 first). */
+typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
 
 /* The most tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk
  * (with K = 896, 120 tokens a chunk: the unpacking took ~12% of the GEMM's time). At least 120
@@ -66,7 +67,7 @@ static int64_t q8g_max_chunk(int64_t nb) {
  * then the prepared activations. */
 static size_t q8g_scratch_size(int64_t K) {
     const int64_t nb = K / 32, max_chunk = q8g_max_chunk(nb);
-    return (size_t)nb * Q8G_BLOCK_BYTES + (nb > Q8G_SLICE ? (size_t)max_chunk * 8 * 64 : 0) +
+    return (size_t)MF_MIN(nb, Q8G_SLICE) * Q8G_BLOCK_BYTES + (nb > Q8G_SLICE ? (size_t)max_chunk * 8 * 64 : 0) +
            (size_t)(max_chunk * nb) * (32 + sizeof(float));
 }
 
@@ -142,7 +143,7 @@ static inline __attribute__((always_inline)) void q8g_tile(const int T, const ui
     for (int t = 0; t < T; t++)
         for (int p = 0; p < 8; p++) acc[t][p] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + p);
     for (int64_t i = i0; i < i1; i++) {
-        const __m512i *wv = (const __m512i *)(panel + (size_t)i * Q8G_BLOCK_BYTES);
+        const __m512i *wv = (const __m512i *)(panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
         const __m512 dw = _mm512_load_ps(wv + 16);
         __m512 d[Q8G_TILE];
         for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][i]));
@@ -188,7 +189,7 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
                                                           float *y, size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32, max_chunk = q8g_max_chunk(nb);
     uint8_t *panel = scratch;
-    __m512 *state = (__m512 *)(panel + (size_t)nb * Q8G_BLOCK_BYTES);
+    __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q8G_SLICE) * Q8G_BLOCK_BYTES);
     uint8_t *actb = (uint8_t *)(state + (nb > Q8G_SLICE ? max_chunk * 8 : 0));
     float *das = (float *)(actb + max_chunk * nb * 32);
     /* Equal chunks, each a multiple of the tile (but the last); equal slices. */
@@ -201,9 +202,8 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            repack(w, ob, nr, nb, panel);
             /* The weights come from memory: while this panel's tiles run, prefetch the rows the next
-             * repack reads (the next panel, or the first one again for the next chunk), spread over
+             * panel reads (the next panel, or the first one again for the next chunk), spread over
              * the tiles. */
             const int64_t on = ob + 16 < o1 ? ob + 16 : tc + n < nt ? o0 : o1;
             const uint8_t *pf = (const uint8_t *)w->data + (size_t)on * w->row_bytes;
@@ -212,14 +212,17 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                int64_t t = 0;
-                for (; t + Q8G_TILE <= n; t += Q8G_TILE, j++) {
+                repack(w, ob, nr, i0, i1, panel);
+                for (int64_t t = 0; t < n; t += Q8G_TILE, j++) {
                     for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
                         _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
-                    q8g_tile_at(Q8G_TILE, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
+                    if (n - t >= Q8G_TILE)
+                        q8g_tile_at(Q8G_TILE, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
+                    else if (n - t == 2)
+                        q8g_tile_at(2, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
+                    else
+                        q8g_tile_at(1, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
                 }
-                if (n - t == 2) q8g_tile_at(2, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
-                if (n - t == 1) q8g_tile_at(1, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
             }
         }
     }
