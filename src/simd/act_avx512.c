@@ -97,7 +97,9 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < nb; i += 4) {
         const int k = nb - i < 4 ? (int)(nb - i) : 4;
         __m512 d;
-        unsigned bad = q8_blocks4(src + MF_QK8_0 * i, k, b[i].qs, sizeof *b, &d, NULL);
+        /* the constant 4 lets the compiler drop the per-block tests of full groups */
+        unsigned bad = k == 4 ? q8_blocks4(src + MF_QK8_0 * i, 4, b[i].qs, sizeof *b, &d, NULL)
+                              : q8_blocks4(src + MF_QK8_0 * i, k, b[i].qs, sizeof *b, &d, NULL);
         uint16_t h[16];
         halves4(d, h);
         for (int j = 0; j < k; j++) b[i + j].d = h[4 * j];
@@ -116,7 +118,8 @@ static void quantize_q8_1(const float *src, void *dst, int64_t n) {
         const int k = nb - i < 4 ? (int)(nb - i) : 4;
         __m512 d;
         __m512i sum;
-        unsigned bad = q8_blocks4(src + MF_QK8_1 * i, k, b[i].qs, sizeof *b, &d, &sum);
+        unsigned bad = k == 4 ? q8_blocks4(src + MF_QK8_1 * i, 4, b[i].qs, sizeof *b, &d, &sum)
+                              : q8_blocks4(src + MF_QK8_1 * i, k, b[i].qs, sizeof *b, &d, &sum);
         uint16_t hd[16], hs[16];
         halves4(d, hd);
         halves4(_mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)), hs); /* s = d * sum with the f32 d */
