@@ -28,18 +28,21 @@
  * activation dword), one vpdpbusd, one conversion and the fma; weights and start values are loaded
  * once per tile of tokens.
  *
- * Panel layout (per-thread scratch), per block i of the K / 32: eight 64-byte vectors, vector p lane
- * r = the signed weight bytes 4p..4p+3 of row r, eight vectors of the i32 starts -128 * Sw[r][p],
- * then the 16 rows' h2f(d) as floats: 1088 bytes. Rows past the matrix are zero; their outputs are
- * never stored. Then, per token of the chunk and block, the 32 biased activation bytes, and per
- * token and block h2f(a.d).
+ * Panel layout (per-thread scratch), per block i of a slice of the K / 32: eight 64-byte vectors,
+ * vector p lane r = the signed weight bytes 4p..4p+3 of row r, eight vectors of the i32 starts
+ * -128 * Sw[r][p], then the 16 rows' h2f(d) as floats: 1088 bytes. Rows past the matrix are zero;
+ * their outputs are never stored. Then (with more than one slice) eight accumulator vectors per
+ * token of the chunk; then, per token of the chunk and block, the 32 biased activation bytes, and
+ * per token and block h2f(a.d).
  *
  * Speed (one Zen 5 core, 4.1 GHz, thread CPU time): ~210-225 GMAC/s (Q8_0 and Q5_0 alike), against
  * ~175 with the weights biased instead (the activations as the signed broadcast operand, and a
  * per-token correction subtracted from each converted sum: a second broadcast and one more
- * instruction per product). The dot products and the fmas share two ports (one of each per 64
- * multiply-adds: ~260 GMAC/s at most). Tiles of 3 tokens x 16 rows (24 accumulators) load each
- * weight vector and start vector once per 3 tokens. A panel holds 1088 bytes a block, so with a long
+ * instruction per product). vpdpbusd, vfmadd and vmulps share two pipes (measured alone: two a
+ * cycle; any two of them interleaved: one each a cycle; vcvtdq2ps and vaddps issue elsewhere), so
+ * one vpdpbusd and one fma per 64 multiply-adds, and one scale product per 8 of them, bound this
+ * order to ~245 GMAC/s a core (~0.245 ns per vpdpbusd + fma pair at this clock). Tiles of 3 tokens
+ * x 16 rows (24 accumulators) load each weight vector and start vector once per 3 tokens. A panel holds 1088 bytes a block, so with a long
  * K (4864: 165 KB) it would be read from L2 at ~45 bytes a product: panels are unpacked and run in
  * slices of at most 28 blocks (30 KB, in L1), the tiles keeping their accumulators in scratch
  * between slices (the float steps of each output are still one chain in block order); 896 x 4864 x
