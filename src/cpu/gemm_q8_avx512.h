@@ -42,11 +42,11 @@
  * cycle; any two of them interleaved: one each a cycle; vcvtdq2ps and vaddps issue elsewhere), so
  * one vpdpbusd and one fma per 64 multiply-adds, and one scale product per 8 of them, bound this
  * order to ~245 GMAC/s a core (~0.245 ns per vpdpbusd + fma pair at this clock). Tiles of 3 tokens
- * x 16 rows (24 accumulators) load each weight vector and start vector once per 3 tokens. A panel holds 1088 bytes a block, so with a long
- * K (4864: 165 KB) it would be read from L2 at ~45 bytes a product: panels are unpacked and run in
- * slices of at most 28 blocks (30 KB, in L1), the tiles keeping their accumulators in scratch
- * between slices (the float steps of each output are still one chain in block order); 896 x 4864 x
- * 512, 1 thread: ~146 unsliced -> ~195 GMAC/s. */
+ * x 16 rows (24 accumulators) load each weight vector and start vector once per 3 tokens. A panel
+ * holds 1088 bytes a block, so with a long K (4864: 165 KB) it would be read from L2 at ~45 bytes a
+ * product: panels are unpacked and run in slices of at most 28 blocks (30 KB, in L1), the tiles
+ * keeping their accumulators in scratch between slices (the float steps of each output are still
+ * one chain in block order); 896 x 4864 x 512, 1 thread: ~146 unsliced -> ~195 GMAC/s. */
 
 enum {
     Q8G_BLOCK_BYTES = 17 * 64, /* one block of a 16-row panel */
