@@ -369,15 +369,18 @@ static void dot8_q6_K(int64_t n, const void *w, size_t ws, const void *a, float 
  * 2c, 2c+2 in the low nibbles, 2c+1, 2c+3 in the high), maddubs against the activations regrouped
  * to match, vpdpwssd by the scales spread over each sub-block's pairs. */
 
-/* The 6-bit scales and mins of a Q4_K super-block, eight bytes each (k4_scales of the AVX2 file). */
-static inline void k4_scales8(const uint8_t *packed, uint64_t *sc, uint64_t *mn) {
-    uint32_t u[3];
-    memcpy(u, packed, 12);
-    const uint32_t s0 = u[0] & 0x3f3f3f3fu, m0 = u[1] & 0x3f3f3f3fu;
-    const uint32_t s1 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    const uint32_t m1 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    *sc = (uint64_t)s0 | (uint64_t)s1 << 32;
-    *mn = (uint64_t)m0 | (uint64_t)m1 << 32;
+/* The 6-bit scales and mins of four rows' Q4_K super-blocks (k4_scales of the AVX2 file, four rows
+ * at once): quarter k of the result holds row k's eight scales (bytes 0..7) and eight mins (8..15).
+ * With u0 u1 u2 the packed words: scales 0-3 = u0 & 0x3f.., mins 0-3 = u1 & 0x3f.., scales 4-7 =
+ * (u2 & 0x0f..) | (u0 >> 6 & 0x03..) << 4, mins 4-7 = (u2 >> 4 & 0x0f..) | (u1 >> 6 & 0x03..) << 4. */
+static inline __m512i k4_scales_rows4(const uint8_t *w, size_t ws, size_t off) {
+    const __m512i z = rows4_qs(w, ws, off); /* quarter k: u0 u1 u2 (and 4 bytes past them) of row k */
+    const __m512i a = _mm512_shuffle_epi32(z, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
+    const __m512i b = _mm512_shuffle_epi32(z, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
+                                        _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(b, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm512_or_si512(lo, hi); /* s0-3 s4-7 m0-3 m4-7 */
 }
 
 /* Row sums: lane r of the result = the sum of the 16 i32 lanes of z[r]. */
@@ -421,44 +424,52 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
         const __m256i bsv = _mm256_loadu_si256((const __m256i *)y->bsums);
         const __m128i bs8 = _mm256_castsi256_si128(
             _mm256_permute4x64_epi64(_mm256_hadd_epi16(bsv, bsv), _MM_SHUFFLE(3, 1, 2, 0)));
-        const __m512i bsq = _mm512_broadcast_i32x4(bs8);
-        uint64_t sc[8], mn[8];
+        /* scales and mins as int16: rows 2p, 2p+1 in sm[p], row 2p at 0..15 (scales 0..7, mins
+         * 8..15), row 2p+1 at 16..31 */
+        const __m512i k03 = k4_scales_rows4(wb, ws, (size_t)i * bs + 4);
+        const __m512i k47 = k4_scales_rows4(wb + 4 * ws, ws, (size_t)i * bs + 4);
+        const __m512i sm[4] = {_mm512_cvtepu8_epi16(_mm512_castsi512_si256(k03)),
+                               _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k03, 1)),
+                               _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k47)),
+                               _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k47, 1))};
         __m512i z[8];
         for (int r = 0; r < 8; r++) {
             const mf_block_q4_K *x = (const mf_block_q4_K *)(wb + (size_t)r * ws) + i;
-            k4_scales8(x->scales, &sc[r], &mn[r]);
-            const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc[r])));
+            const short o = (short)(16 * (r & 1));
             __m512i acc_r = _mm512_setzero_si512();
             for (int h = 0; h < 2; h++) {
+                /* i32 lanes of four products each (|lane| <= 4 * 15 * 128, so int16 holds it):
+                 * quarters 0-1 of lo/hi are sub-blocks 4h / 4h+1, quarters 2-3 are 4h+2 / 4h+3;
+                 * packed to int16, quarter k = [lo lanes | hi lanes], then times the scales */
                 const __m512i bits = _mm512_loadu_si512(x->qs + 64 * h);
                 const __m512i lo = _mm512_and_si512(bits, m4), hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
-                const short b = (short)(4 * h);
-                const __m512i sl = _mm512_permutexvar_epi16(
-                    _mm512_set_epi16(b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2, b + 2,
-                                     b + 2, b + 2, b + 2, b + 2, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b),
-                    s16);
-                const __m512i sh = _mm512_permutexvar_epi16(
-                    _mm512_set_epi16(b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3, b + 3,
-                                     b + 3, b + 3, b + 3, b + 3, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1,
-                                     b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1),
-                    s16);
-                acc_r = _mm512_dpwssd_epi32(acc_r, _mm512_maddubs_epi16(lo, av[2 * h]), sl);
-                acc_r = _mm512_dpwssd_epi32(acc_r, _mm512_maddubs_epi16(hi, av[2 * h + 1]), sh);
+                const __m512i p = _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, av[2 * h]),
+                                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, av[2 * h + 1]));
+                const short b = (short)(o + 4 * h);
+                const __m512i sv = _mm512_permutexvar_epi16(
+                    _mm512_set_epi16(b + 3, b + 3, b + 3, b + 3, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3, b + 3,
+                                     b + 2, b + 2, b + 2, b + 2, b + 1, b + 1, b + 1, b + 1, b, b, b, b, b + 1, b + 1,
+                                     b + 1, b + 1, b, b, b, b),
+                    sm[r / 2]);
+                acc_r = _mm512_dpwssd_epi32(acc_r, p, sv);
             }
             z[r] = acc_r;
         }
-        /* minimums: row r's eight mins (int16, quarter r % 4 of half r / 4) against the sums */
-        const __m512i mlo = _mm512_cvtepu8_epi16(_mm256_set_epi64x((long long)mn[3], (long long)mn[2],
-                                                                   (long long)mn[1], (long long)mn[0]));
-        const __m512i mhi = _mm512_cvtepu8_epi16(_mm256_set_epi64x((long long)mn[7], (long long)mn[6],
-                                                                   (long long)mn[5], (long long)mn[4]));
-        __m512i p0 = _mm512_madd_epi16(mlo, bsq), p1 = _mm512_madd_epi16(mhi, bsq); /* 4 lanes a row */
-        p0 = _mm512_add_epi32(p0, _mm512_shuffle_epi32(p0, _MM_PERM_BADC));
-        p1 = _mm512_add_epi32(p1, _mm512_shuffle_epi32(p1, _MM_PERM_BADC));
-        p0 = _mm512_add_epi32(p0, _mm512_shuffle_epi32(p0, _MM_PERM_CDAB));
-        p1 = _mm512_add_epi32(p1, _mm512_shuffle_epi32(p1, _MM_PERM_CDAB));
+        /* minimums: mins (int16 8..15 of each row's 16) against the sub-block sums; madd leaves four
+         * partial sums of row 2p in quarter 1 of t[p], of row 2p+1 in quarter 3 */
+        const __m512i bsm = _mm512_maskz_broadcast_i32x4(0xF0F0, bs8);
+        __m512i t[4];
+        for (int p = 0; p < 4; p++) t[p] = _mm512_madd_epi16(sm[p], bsm);
+        /* quarters [row 2p+2 | row 2p | row 2p+3 | row 2p+1] for p = 0, 2 (rows 0-3, then 4-7) */
+        __m512i v0 = _mm512_add_epi32(t[0], _mm512_shuffle_i64x2(t[1], t[1], _MM_SHUFFLE(2, 3, 0, 1)));
+        __m512i v1 = _mm512_add_epi32(t[2], _mm512_shuffle_i64x2(t[3], t[3], _MM_SHUFFLE(2, 3, 0, 1)));
+        v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_BADC));
+        v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_BADC));
+        v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_CDAB));
+        v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_CDAB));
+        /* row order: rows 0 1 2 3 are quarters 1 3 0 2 of v0; rows 4-7 the same of v1 */
         const __m256i msum = _mm512_castsi512_si256(
-            _mm512_permutex2var_epi32(p0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0), p1));
+            _mm512_permutex2var_epi32(v0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 24, 16, 28, 20, 8, 0, 12, 4), v1));
         const __m256 da = _mm256_set1_ps(y->d);
         const __m256 d = _mm256_mul_ps(scales8(wb, ws, (size_t)i * bs), da);
         const __m256 dm = _mm256_mul_ps(scales8(wb + 2, ws, (size_t)i * bs), da);
