@@ -309,14 +309,14 @@ static json_t *result_json(const bench_result *r) {
     char test[32];
     snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
-                     " s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I}",
+                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
                      "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "test", test,
                      "load_s", r->mi.load_s, "avg_ns", (json_int_t)r->avg_ns, "stddev_ns", (json_int_t)r->stddev_ns,
                      "avg_ts", r->avg_ts, "stddev_ts", r->stddev_ts, "samples_ns", ns, "samples_ts", ts,
                      "bytes_per_token", (json_int_t)r->mi.bytes_per_token, "macs_per_token",
-                     (json_int_t)r->mi.macs_per_token, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
+                     (json_int_t)r->mi.macs_per_token, "macs_output", (json_int_t)r->mi.macs_output, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
                      "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
                      "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
                      (json_int_t)r->peak_rss);
