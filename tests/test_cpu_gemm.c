@@ -55,6 +55,7 @@ static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t
 /* One GEMM call over rows [o0, o1) against the ordered dots. */
 static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, int64_t n_grouped,
                        bool extreme) {
+    if (K % mf_type_get_traits(t)->blck_size) return; /* e.g. K = 896 holds no whole K-quant block */
     weight w = make_weight(t, N, K, extreme);
     const mf_cpu_gemm *g = mf_cpu_gemm_for(&w.w);
     if (!g) {
@@ -151,6 +152,13 @@ int main(void) {
         check_gemm(t, 136, 512, 130, 32, 136, 128, true);
         check_gemm(t, 40, 768, 1030, 0, 40, 1028, false); /* past the GEMMs' token tiles (up to 512) */
         check_gemm(t, 24, 768, 519, 16, 24, 516, true);
+        /* several token chunks and several K slices of the GEMMs, uneven slices */
+        check_gemm(t, 32, 4864, 300, 0, 32, 300, false);
+        check_gemm(t, 16, 4864, 245, 0, 16, 244, false);
+        check_gemm(t, 16, 1024, 530, 0, 16, 528, false);
+        check_gemm(t, 16, 896, 1100, 0, 16, 1100, false);
+        check_gemm(t, 24, 928, 7, 0, 24, 4, false);
+        check_gemm(t, 40, 928, 2, 16, 40, 0, false);
         check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
         check_matmul(t, 136, 4864, 9);
     }
