@@ -109,6 +109,16 @@ static void test_rows(void) {
     double ss = 0;
     for (int i = 0; i < 300; i++) ss += (double)y[i] * y[i];
     CHECK_NEAR(ss / 300, 1.0, 1e-4);
+    {   /* several rows at once (interleaved sums): bit for bit the one-row result, 7 rows = 4 + 3 */
+        enum { R = 7, N = 97 };
+        float xr[R * N], ym[R * N], y1[N];
+        for (int i = 0; i < R * N; i++) xr[i] = frand() * (float)(1 + i % 5) * (i % 31 == 0 ? 1e3f : 1.0f);
+        mf_cpu_rms_norm_rows(xr, w, ym, R, N, 1e-6f);
+        for (int r = 0; r < R; r++) {
+            mf_cpu_rms_norm_row(xr + r * N, w, y1, N, 1e-6f);
+            CHECKF(memcmp(y1, ym + r * N, sizeof y1) == 0, "rms_norm_rows: row %d differs from the one-row norm", r);
+        }
+    }
 
     for (int mode = 0; mode < 2; mode++) {
         mf_rope_params rp = {.mode = mode ? MF_ROPE_NEOX : MF_ROPE_NORMAL, .n_dims = 96, .freq_base = 10000.0f,

@@ -49,6 +49,8 @@ void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, floa
 
 /* One row: y = x / sqrt(mean(x^2) + eps) * w (w may be NULL). y may equal x. */
 void mf_cpu_rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps);
+/* The same for nrows consecutive rows of n values (x and y row-major). */
+void mf_cpu_rms_norm_rows(const float *x, const float *w, float *y, int64_t nrows, int64_t n, float eps);
 void mf_cpu_rms_norm_row_ref(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* cos/sin of every rotated pair for one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i),

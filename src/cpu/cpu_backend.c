@@ -72,7 +72,7 @@ static void run_rms_norm(void *arg, int ith, int nth) {
     int64_t K = n->ne[0], r0, r1;
     mf_pool_range(mf_node_nelements(n) / K, ith, nth, &r0, &r1);
     const float *x = src(t->g, n, 0)->data, *w = n->p.norm.w ? n->p.norm.w->data : NULL;
-    for (int64_t r = r0; r < r1; r++) mf_cpu_rms_norm_row(x + r * K, w, (float *)n->data + r * K, K, n->p.norm.eps);
+    mf_cpu_rms_norm_rows(x + r0 * K, w, (float *)n->data + r0 * K, r1 - r0, K, n->p.norm.eps);
 }
 
 static void run_rope(void *arg, int ith, int nth) {

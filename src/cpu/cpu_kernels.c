@@ -230,12 +230,37 @@ void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, floa
     }
 }
 
-void mf_cpu_rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+static void rms_scale_row(const float *x, const float *w, float *y, int64_t n, float eps, double sum) {
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
     for (int64_t i = 0; i < n; i++) y[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
+}
+
+void mf_cpu_rms_norm_row(const float *x, const float *w, float *y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    rms_scale_row(x, w, y, n, eps, sum);
+}
+
+void mf_cpu_rms_norm_rows(const float *x, const float *w, float *y, int64_t nrows, int64_t n, float eps) {
+    int64_t r = 0;
+    /* Each row's sum of squares is one sequential chain of double additions (llama.cpp's order);
+     * four rows' chains interleaved keep the adder busy where one waits on its latency. */
+    for (; r + 4 <= nrows; r += 4) {
+        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)(x0[i] * x0[i]);
+            s1 += (double)(x1[i] * x1[i]);
+            s2 += (double)(x2[i] * x2[i]);
+            s3 += (double)(x3[i] * x3[i]);
+        }
+        rms_scale_row(x0, w, y + r * n, n, eps, s0);
+        rms_scale_row(x1, w, y + (r + 1) * n, n, eps, s1);
+        rms_scale_row(x2, w, y + (r + 2) * n, n, eps, s2);
+        rms_scale_row(x3, w, y + (r + 3) * n, n, eps, s3);
+    }
+    for (; r < nrows; r++) mf_cpu_rms_norm_row(x + r * n, w, y + r * n, n, eps);
 }
 
 void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
