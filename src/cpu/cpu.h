@@ -39,9 +39,13 @@ size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads);
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work);
 /* The same, where only the first nt_real of the nt rows are real tokens (the rest pad a bucket):
- * the real count decides which of llama.cpp's kernel orders each row follows. */
+ * the real count decides which of llama.cpp's kernel orders each row follows. act_ready: work
+ * already holds x quantized to w's activation type, as the previous matmul on the same x with the
+ * same activation type and row length left it (the caller knows nothing ran in between). */
 void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                        int64_t nt_real, void *work);
+                        int64_t nt_real, void *work, bool act_ready);
+/* The format mf_cpu_matmul quantizes activations to for weight w (F32: none). */
+mf_type mf_cpu_matmul_act_type(const mf_weight *w);
 void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);
 
 /* out[t] = dequantized row ids[t] of table (ne[0] values each). */

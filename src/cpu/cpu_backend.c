@@ -5,8 +5,19 @@
 
 #include <stdlib.h>
 
+/* The last matmul's quantized activations, which it leaves at the start of the shared work
+ * buffer: a matmul right after it (no other node computed in between) on the same source rows
+ * with the same activation format reuses them (q, k, v read one normed input; gate and up too). */
+typedef struct {
+    const mf_graph *g;
+    int32_t node, src;
+    mf_type act;
+    const void *work;
+} act_memo;
+
 typedef struct {
     mf_pool *pool;
+    act_memo memo;
 } cpu_impl;
 
 #define SMALL_OP_ELEMENTS 16384
@@ -209,19 +220,36 @@ static int64_t real_rows(const mf_graph *g, int64_t nrows) {
     return nrows;
 }
 
+/* Whether matmul node id may reuse the previous matmul's quantized rows: it ran just before (only
+ * nodes that compute nothing in between), on the same graph, source, format and work buffer. The
+ * source node's row length and count are the same by construction. */
+static bool act_memo_hit(const act_memo *m, const mf_graph *g, int32_t id, mf_type act, const void *work) {
+    if (m->g != g || m->node >= id || m->work != work || m->act != act || g->nodes[id].src[0] != m->src) return false;
+    for (int32_t i = m->node + 1; i < id; i++) {
+        const mf_op op = g->nodes[i].op;
+        if (op != MF_OP_NONE && op != MF_OP_INPUT && op != MF_OP_VIEW) return false;
+    }
+    return true;
+}
+
 static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache *kv, void *work, size_t work_size) {
     cpu_impl *c = b->impl;
     mf_node *n = &g->nodes[id];
     int nth = mf_pool_n_threads(c->pool);
     task t = {.g = g, .n = n, .kv = kv, .work = work, .work_per_thread = (work_size / (size_t)nth) & ~(size_t)63};
     mf_pool_fn fn = NULL;
+    if (n->op != MF_OP_MATMUL) c->memo.g = NULL; /* any other node may overwrite the work buffer */
     switch (n->op) {
     case MF_OP_GET_ROWS: fn = run_get_rows; break;
     case MF_OP_RMS_NORM: fn = run_rms_norm; break;
-    case MF_OP_MATMUL:
+    case MF_OP_MATMUL: {
+        const mf_type act = mf_cpu_matmul_act_type(n->p.mm.w);
+        const bool ready = act != MF_TYPE_F32 && act_memo_hit(&c->memo, g, id, act, work);
         mf_cpu_matmul_rows(c->pool, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1],
-                           real_rows(g, src(g, n, 0)->ne[1]), work);
+                           real_rows(g, src(g, n, 0)->ne[1]), work, ready);
+        c->memo = (act_memo){g, id, n->src[0], act, work};
         return MF_OK;
+    }
     case MF_OP_ROPE: fn = run_rope; break;
     case MF_OP_ADD:
     case MF_OP_MUL:

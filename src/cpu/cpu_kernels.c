@@ -65,6 +65,13 @@ bool mf_cpu_type_supported(mf_type t) {
     return mf_type_get_traits(t)->dequantize && resolve_dot(t, &act, &q, &d);
 }
 
+mf_type mf_cpu_matmul_act_type(const mf_weight *w) {
+    mf_type act;
+    mf_quantize_fn q;
+    mf_vec_dot_fn d;
+    return resolve_dot(w->type, &act, &q, &d) && q ? act : MF_TYPE_F32;
+}
+
 /* The quantized activation rows, then (for a GEMM) each thread's scratch, 64-byte aligned. */
 static size_t act_bytes(mf_type act, int64_t K, int64_t nt) {
     return (mf_row_size(act, K) * (size_t)nt + 63) & ~(size_t)63;
@@ -178,11 +185,11 @@ static void mm_dot(void *arg, int ith, int nth) {
 
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work) {
-    mf_cpu_matmul_rows(pool, w, b, x, y, nt, nt, work);
+    mf_cpu_matmul_rows(pool, w, b, x, y, nt, nt, work, false);
 }
 
 void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                        int64_t nt_real, void *work) {
+                        int64_t nt_real, void *work, bool act_ready) {
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
@@ -204,7 +211,9 @@ void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, c
         m.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
         m.scratch = m.act + act_bytes(act, w->ne[0], nt);
         m.act_row = mf_row_size(act, w->ne[0]);
-        if (nt == 1)
+        if (act_ready)
+            ; /* the previous matmul left these rows quantized in work */
+        else if (nt == 1)
             mm_quantize(&m, 0, 1); /* one row: not worth waking the workers */
         else
             mf_pool_run(pool, mm_quantize, &m);
