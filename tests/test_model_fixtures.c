@@ -216,6 +216,7 @@ int main(void) {
         if (ref_short && mf_context_create(m, &p, &c) == MF_OK) {
             double e = check_prompt(c, name, ids_short, n_short, ref_short, true, 0.5f, false);
             CHECKF(e < 1e-2, "%s: F16 KV cache NMSE %.3g", name, e);
+            printf("  %-40s F16 KV cache: NMSE short %.3g\n", name, e);
             mf_context_free(c);
         }
         free(ref_short);
