@@ -3,6 +3,7 @@
  * tile of 4 tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32
  * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp4's (or st_q4_K_rp's). */
 #include "cpu/cpu_gemm.h"
+#include "cpu/gemm_avx512_util.h"
 #include "core/core.h"
 #include "quant/quant.h"
 
@@ -35,30 +36,6 @@ typedef struct {
     __m512 d[RV], dm[RV];   /* h2f(d), h2f(dmin) */
 } sb_panel;
 
-/* In-register transpose of a 16 x 16 matrix of 32-bit words: x[i] lane j <- x[j] lane i. */
-static inline void transpose16(__m512i x[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-    }
-    /* u[4g + m], 128-bit lane L: rows 4g..4g+3 of column m + 4L */
-    for (int g = 0; g < 4; g++) {
-        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512i a = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), b = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
-        const __m512i c = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88);
-        const __m512i e = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
-        x[m] = _mm512_shuffle_i32x4(a, c, 0x88);
-        x[m + 8] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        x[m + 4] = _mm512_shuffle_i32x4(b, e, 0x88);
-        x[m + 12] = _mm512_shuffle_i32x4(b, e, 0xDD);
-    }
-}
 
 /* Vector rv of every super-block of the panel from weight rows w0 + r * rb, r < nr (<= 16); rows
  * past nr are zero. */
@@ -107,8 +84,8 @@ static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel
                 y[r] = _mm512_loadu_si512(qs + 64);
             }
         }
-        transpose16(x);
-        transpose16(y);
+        mf_transpose16_i32(x);
+        mf_transpose16_i32(y);
         for (int j = 0; j < 32; j++) {
             const __m512i v = j < 16 ? x[j] : y[j - 16];
             ps->q[j / 8][j % 8][0][rv] = _mm512_and_si512(v, m4);

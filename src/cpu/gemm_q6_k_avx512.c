@@ -3,6 +3,7 @@
  * tile of 8 tokens then forms the ordered dot's exact integer lanes for the 16 rows at once and
  * takes its float steps lane-wise, so each output is bit for bit the ordered Q6_K dot. */
 #include "cpu/cpu_gemm.h"
+#include "cpu/gemm_avx512_util.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
@@ -47,32 +48,6 @@ typedef struct {
 
 static size_t scratch_size(int64_t K) { return (size_t)(K / QK) * sizeof(panel_sb) + sizeof(panel_rows); }
 
-/* r[i] = row i of a 16 x 16 matrix of i32 -> r[j] = column j (unpacks inside 128-bit lanes, then a
- * 4 x 4 transposition of the lanes). */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* r[4i + m], 128-bit lane L: rows 4i..4i+3 of column 4L + m */
-    for (int m = 0; m < 4; m++) {
-        const __m512i x0 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44), x1 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xEE);
-        const __m512i y0 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
-        const __m512i y1 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xEE);
-        t[m] = _mm512_shuffle_i32x4(x0, y0, 0x88);
-        t[4 + m] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
-        t[8 + m] = _mm512_shuffle_i32x4(x1, y1, 0x88);
-        t[12 + m] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
-    }
-    for (int j = 0; j < 16; j++) r[j] = t[j];
-}
 
 /* Rows [r0, r0 + nr) of w (nr <= 16) into the panel layout; lanes of missing rows are zero. The
  * packed bits are transposed first (i32 i of ql, qh in lane r), then unpacked for 16 rows at once:
@@ -99,10 +74,10 @@ static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, pa
         for (int j = 0; j < 2; j++) {
             for (int r = 0; r < ROWS; r++)
                 ql[j][r] = r < nr ? _mm512_loadu_si512(b[r]->ql + 64 * j) : _mm512_setzero_si512();
-            transpose16(ql[j]);
+            mf_transpose16_i32(ql[j]);
         }
         for (int r = 0; r < ROWS; r++) qh[r] = r < nr ? _mm512_loadu_si512(b[r]->qh) : _mm512_setzero_si512();
-        transpose16(qh);
+        mf_transpose16_i32(qh);
         for (int j = 0; j < 2; j++)
             for (int p = 0; p < 8; p++) {
                 /* low 4 bits (x & 0x0F) | high 2 bits (y & 0x30) per byte, 0xEC: (a & c) | b; the i32
@@ -119,7 +94,7 @@ static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, pa
             }
         __m512i v[16];
         for (int r = 0; r < ROWS; r++) v[r] = _mm512_loadu_si512(tmp->sc[r]);
-        transpose16(v);
+        mf_transpose16_i32(v);
         for (int j = 0; j < 8; j++) s->sc[j / 2][j % 2] = v[j], s->off[j] = v[8 + j];
         s->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tmp->d));
     }
