@@ -91,7 +91,7 @@ static void fill_act(mf_type t, int64_t n, uint8_t *a, int mode) {
         for (int64_t i = 0; i < n / 256; i++) {
             b[i].d = mode == MODE_EXTREME ? (next() & 1 ? 3.0e38f : 1e-38f) : frand();
             for (int k = 0; k < 256; k++) {
-                v = (int8_t)(mode == MODE_EXTREME ? (next() & 1 ? 127 : lo) : lo + (int)(next() % (unsigned)(127 - lo + 1)));
+                v = (int8_t)(mode == MODE_EXTREME ? (next() & 1 ? 127 : lo) : lo + (int)(next() % 256u));
                 b[i].qs[k] = v;
             }
             for (int g = 0; g < 16; g++) {
@@ -162,8 +162,9 @@ static void check_matmul(mf_type t, int64_t n, int64_t N, int64_t nt) {
         const mf_cpu_ordered_dots d = nt > 3 && t0 < nt - nt % 4 ? gemm : gemv;
         for (int64_t o = 0; o < N; o++) {
             const float v = d.dot(n, wq + o * rb, a);
-            CHECKF(memcmp(&v, &y[t0 * N + o], sizeof(float)) == 0, "%s matmul n=%lld N=%lld nt=%lld [%lld,%lld]: %.9g vs %.9g",
-                   tr->name, (long long)n, (long long)N, (long long)nt, (long long)t0, (long long)o, y[t0 * N + o], v);
+            CHECKF(memcmp(&v, &y[t0 * N + o], sizeof(float)) == 0,
+                   "%s matmul n=%lld N=%lld nt=%lld [%lld,%lld]: %.9g vs %.9g", tr->name, (long long)n, (long long)N,
+                   (long long)nt, (long long)t0, (long long)o, y[t0 * N + o], v);
         }
     }
     mf_pool_free(pool);

@@ -79,7 +79,8 @@ int main(void) {
     /* special values against special gates, every pair */
     const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
                         1e-45f, -1e-45f, 1.0f, -1.0f, 88.7f, -88.7f, 103.9f, -103.9f, 133.08f, -133.08f,
-                        133.1f, -133.1f, 192.0f, -192.0f, 1e30f, -1e30f, from_bits(0x7FA00001u), from_bits(0xFFC12345u)};
+                        133.1f, -133.1f, 192.0f, -192.0f, 1e30f, -1e30f, from_bits(0x7FA00001u),
+                        from_bits(0xFFC12345u)};
     const int ns = (int)(sizeof sp / sizeof sp[0]);
     k = 0;
     for (int i = 0; i < ns; i++)

@@ -1,8 +1,8 @@
-/* cpu_dot_order_avx512.c: the one-row ordered dots of the 32-value block formats (see
- * cpu_dot_order_avx2.c for the order) with AVX-512 VNNI: two blocks share a 512-bit register for the
- * integer work (block i in i32 lanes 0..7, block i+1 in lanes 8..15, one vpdpbusd), and their four
- * half-float scales are converted together; the float steps stay one fma per block, in order, on
- * eight lanes, so the results are bit-identical to the AVX2 versions. */
+/* cpu_dot_order_avx512.c: ordered dots (see cpu_dot_order_avx2.c for the orders) with AVX-512 VNNI,
+ * bit-identical to the AVX2 ones: the one-row dots of the 32-value block formats, the eight-row
+ * decode dots (dot8) of Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, and the 16-lane SwiGLU. Only integer work
+ * is regrouped (exact sums); every output keeps its own float steps in order. One-row dots: two
+ * blocks share a 512-bit register (block i in i32 lanes 0..7, block i+1 in 8..15, one vpdpbusd). */
 #include "cpu/cpu_dot_order.h"
 
 #include <immintrin.h>
@@ -223,7 +223,8 @@ static inline __attribute__((always_inline)) void dot8_plain32(int kind, int64_t
     for (int64_t i = 0; i < n / 32; i++) {
         PREFETCH_NEXT8(w, ws, bs, i, lines);
         const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[i].qs));
-        const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, av));
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, av));
         uint16_t da;
         memcpy(&da, &a[i].d, 2);
         const __m256 d = _mm256_mul_ps(scales8(w, ws, (size_t)i * bs), _mm256_set1_ps(_cvtsh_ss(da)));
@@ -268,8 +269,8 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
         const size_t bi = (size_t)i * bs;
         const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[i].qs));
         const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[i].qs + 16)));
-        const __m512i neg = _mm512_sub_epi32(
-            _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight, ahi));
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi));
         const __m512i x0 = rows4_qs(wb, ws, bi + 2), x1 = rows4_qs(wb + 4 * ws, ws, bi + 2);
         __m512i z0 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x0, m4), alo);
         __m512i z1 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x1, m4), alo);
