@@ -153,16 +153,18 @@ mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t) {
  * Each output keeps exactly its one-row float steps; only the integer work is shared and reordered
  * (the block sums are exact). Rows r and r+1 share a 512-bit register: row r in the low 256 bits,
  * row r+1 in the high, the activation block broadcast to both halves, so one vpdpbusd serves two
- * rows and one 16-lane fma performs both rows' eight-lane step. Every kernel prefetches the eight
- * rows that follow: eight rows advancing a block at a time defeat the hardware prefetchers, and the
- * next eight lie right after them when rows are contiguous (ws = row bytes), so their bytes are
- * fetched linearly, 8 * block bytes per block. A prefetch past the weights never faults. */
-
-/* A macro, not a function: GCC judges a function that only prefetches free of effects and deletes
- * its calls. */
+ * rows and one 16-lane fma performs both rows' eight-lane step. Every kernel prefetches a later
+ * group of eight rows: eight rows advancing a block at a time defeat the hardware prefetchers, and
+ * later groups lie right after them when rows are contiguous (ws = row bytes), so their bytes are
+ * fetched linearly, 8 * block bytes per block. The group after next where a group is under 8 KB
+ * (a 896-wide model's Q4_0, Q5_0, Q8_0), so that the prefetches run far enough ahead of the memory
+ * latency (measured: Q4_0 decode 40 -> 51 GB/s with two threads), else the next. A prefetch past
+ * the weights never faults. A macro, not a function: GCC judges a function that only prefetches
+ * free of effects and deletes its calls. */
 #define PREFETCH_NEXT8(w, ws, block_bytes, i, lines)                                                                   \
     do {                                                                                                               \
-        const char *pf_ = (const char *)(w) + 8 * (ws) + (size_t)(i) * 8 * (block_bytes);                              \
+        const size_t ahead_ = 8 * (ws) < 8192 ? 16 * (ws) : 8 * (ws);                                                  \
+        const char *pf_ = (const char *)(w) + ahead_ + (size_t)(i) * 8 * (block_bytes);                                \
         for (int l_ = 0; l_ < (lines); l_++) _mm_prefetch(pf_ + 64 * l_, _MM_HINT_T0);                                 \
     } while (0)
 
@@ -270,7 +272,8 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
         const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[i].qs));
         const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[i].qs + 16)));
         const __m512i zero = _mm512_setzero_si512();
-        const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi));
+        const __m512i sa8 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi);
+        const __m512i neg = _mm512_sub_epi32(zero, sa8);
         const __m512i x0 = rows4_qs(wb, ws, bi + 2), x1 = rows4_qs(wb + 4 * ws, ws, bi + 2);
         __m512i z0 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x0, m4), alo);
         __m512i z1 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x1, m4), alo);
