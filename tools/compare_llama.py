@@ -112,7 +112,9 @@ def render(results, started, loads, args):
             m_mean, m_sd = stats(e["samples"])
             m_best = max(e["samples"])
             row = e["row"]
-            per_tok = row["macs_per_token"] if row["n_prompt"] else row["bytes_per_token"]
+            # a prompt computes the output projection for its last token only
+            per_tok = (row["macs_per_token"] - row.get("macs_output", 0) + row.get("macs_output", 0) / row["n_prompt"]
+                       if row["n_prompt"] else row["bytes_per_token"])
             ach = f"{per_tok * m_best / 1e9:.1f} {'GMAC/s' if row['n_prompt'] else 'GB/s'}"
             if tname in ll["tests"]:
                 ls = ll["tests"][tname]["samples"]

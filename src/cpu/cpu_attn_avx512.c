@@ -1,37 +1,15 @@
 /* cpu_attn_avx512.c: AVX-512 attention kernels: the blockwise (flash) tile of cpu_attn.h with
  * 16 query rows per vector, and the F32-cache attention in llama.cpp's float order, bit-identical
  * to mf_cpu_attention_ordered_ref but vectorized across cells and dimensions. */
+#include "cpu/cpu_exp_avx512.h"
 #include "cpu/cpu_attn.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-/* llama.cpp's vector exp, as exp_ord in cpu_dot_order_avx2.c: n = round(x / ln2) by the 1.5 * 2^23
- * trick, b = x - n ln2 (ln2 split in two), a degree-5 polynomial j(b), then j * 2^n rounded once
- * (vscalefps); |n| > 192 gives 0 or infinity, NaN gives NaN. Used by both kernels (max error about
- * 1.5 ulp; exp(0) is exactly 1, exp(-inf) exactly 0). */
-static inline __m512 exp16(__m512 x) {
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n = _mm512_sub_ps(z, r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    __m512 y = _mm512_scalef_ps(j, n);
-    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
-    if (big) {
-        const __mmask16 pos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
-        y = _mm512_mask_mov_ps(y, big, _mm512_maskz_mov_ps(pos, _mm512_set1_ps(INFINITY)));
-    }
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q), n);
-}
 
-void mf_cpu_attn_exp16_avx512(const float *x, float *y) { _mm512_storeu_ps(y, exp16(_mm512_loadu_ps(x))); }
+void mf_cpu_attn_exp16_avx512(const float *x, float *y) { _mm512_storeu_ps(y, mf_exp_ord16(_mm512_loadu_ps(x))); }
 
 /* ---- blockwise tile ----
  * Per cell tile (bc cells, converted once to F32 rows kf/vf of hdp = hd rounded up to 16 floats):
@@ -216,10 +194,10 @@ void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, co
             const __m512 mn = _mm512_max_ps(m[v], mt);
             /* rows that have seen nothing yet keep m = -inf; subtracting 0 keeps their p at 0 */
             const __m512 mu = _mm512_mask_mov_ps(mn, _mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
-            const __m512 al = exp16(_mm512_sub_ps(m[v], mu));
+            const __m512 al = mf_exp_ord16(_mm512_sub_ps(m[v], mu));
             __m512 sum = _mm512_setzero_ps();
             for (int c = 0; c < ce8; c++) {
-                const __m512 p = exp16(_mm512_sub_ps(_mm512_load_ps(sp + c * 32 + 16 * v), mu));
+                const __m512 p = mf_exp_ord16(_mm512_sub_ps(_mm512_load_ps(sp + c * 32 + 16 * v), mu));
                 _mm512_store_ps(sp + c * 32 + 16 * v, p);
                 sum = _mm512_add_ps(sum, p);
             }
@@ -466,7 +444,7 @@ void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache
                 const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
                 const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
                 if (_mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ) == 0) continue; /* all masked: exp gives 0 */
-                const __m512 e = _mm512_maskz_mov_ps(tm, exp16(_mm512_sub_ps(s, vmx)));
+                const __m512 e = _mm512_maskz_mov_ps(tm, mf_exp_ord16(_mm512_sub_ps(s, vmx)));
                 _mm512_mask_storeu_ps(sc + c0, tm, e);
                 sum += (double)reduce16(e);
             }

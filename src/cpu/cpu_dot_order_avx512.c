@@ -3,6 +3,7 @@
  * decode dots (dot8) of Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, and the 16-lane SwiGLU. Only integer work
  * is regrouped (exact sums); every output keeps its own float steps in order. One-row dots: two
  * blocks share a 512-bit register (block i in i32 lanes 0..7, block i+1 in 8..15, one vpdpbusd). */
+#include "cpu/cpu_exp_avx512.h"
 #include "cpu/cpu_dot_order.h"
 
 #include <immintrin.h>
@@ -495,33 +496,13 @@ mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
     }
 }
 
-/* ---- SwiGLU with the vector exp (exp_ord in cpu_dot_order_avx2.c, one lane at a time there):
- * n = round(x / ln2) by the 1.5 * 2^23 trick, b = x - n ln2 in two fmas, the degree-5 polynomial j,
- * then j * 2^n with one rounding (vscalefps); |n| > 192 gives 0 or infinity, a NaN stays a NaN. */
-static inline __m512 exp_ord16(__m512 x) {
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r), r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    __m512 res = _mm512_scalef_ps(j, n);
-    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
-    if (big) {
-        const __mmask16 le = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
-        res = _mm512_mask_blend_ps(big, res, _mm512_mask_blend_ps(le, _mm512_set1_ps(INFINITY), _mm512_setzero_ps()));
-    }
-    return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q), n);
-}
+/* ---- SwiGLU a / (1 + exp(-a)) * b with the ordered vector exp (cpu_exp_avx512.h) ---- */
 
 void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 x = _mm512_maskz_loadu_ps(m, a + i), g = _mm512_maskz_loadu_ps(m, b + i);
-        const __m512 e = exp_ord16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 e = mf_exp_ord16(_mm512_sub_ps(_mm512_setzero_ps(), x));
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), g));
     }
 }
