@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds minfer and runs every test: the C tests (ctest) in a release build, the end-to-end tests
+# Builds minfer and runs every test: the C tests (ctest) in a release build (on AVX-512 machines
+# also with the AVX2 kernels), the end-to-end tests
 # (pytest), the C tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build, and on
 # x86-64 an arm64 cross build whose kernel and format tests run under qemu (MINFER_SKIP_ARM64=1
 # skips that stage).
@@ -13,6 +14,11 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 echo "== C tests (release)"
 (cd build && ctest --output-on-failure -j"$jobs")
+if grep -qw avx512vnni /proc/cpuinfo 2>/dev/null; then
+  # The AVX-512 kernels serve by default here; the AVX2 ones (and the portable attention) too.
+  echo "== C tests (release, MINFER_ISA=avx2)"
+  (cd build && MINFER_ISA=avx2 ctest --output-on-failure -j"$jobs")
+fi
 
 if compgen -G "tests/py/test_*.py" >/dev/null; then
   echo "== end-to-end tests"
