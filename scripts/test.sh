@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds minfer and runs every test: the C tests (ctest) in a release build (on AVX-512 machines
-# also with the AVX2 kernels), the end-to-end tests
-# (pytest), the C tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build, and on
-# x86-64 an arm64 cross build whose kernel and format tests run under qemu (MINFER_SKIP_ARM64=1
-# skips that stage).
+# also with the AVX2 kernels), the end-to-end tests (pytest), the C tests again in an
+# AddressSanitizer + UndefinedBehaviorSanitizer build, and on x86-64 an arm64 cross build whose
+# kernel and format tests run under qemu (MINFER_SKIP_ARM64=1 skips that stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
