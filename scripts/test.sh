@@ -13,7 +13,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 echo "== C tests (release)"
 (cd build && ctest --output-on-failure -j"$jobs")
-if grep -qw avx512vnni /proc/cpuinfo 2>/dev/null; then
+if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
   # The AVX-512 kernels serve by default here; the AVX2 ones (and the portable attention) too.
   echo "== C tests (release, MINFER_ISA=avx2)"
   (cd build && MINFER_ISA=avx2 ctest --output-on-failure -j"$jobs")
