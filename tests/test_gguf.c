@@ -149,6 +149,35 @@ done:
     mf_gguf_free(b);
 }
 
+/* Read into memory (MF_GGUF_OPEN_READ) instead of mapped: the same tensors, bytes and metadata,
+ * split files included; data aligned as in the file; a missing part is still an error. */
+static void test_read_into_memory(void) {
+    const char *files[] = {"models/mini-qwen2.Q4_0.gguf", "models/mini-qwen2.Q8_0-split-00001-of-00003.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        mf_gguf *a = NULL, *b = NULL;
+        CHECKF(mf_gguf_open(fixture(files[f]), &a) == MF_OK, "%s", mf_last_error());
+        CHECKF(mf_gguf_open_ex(fixture(files[f]), MF_GGUF_OPEN_READ, &b) == MF_OK, "%s", mf_last_error());
+        if (a && b) {
+            CHECK(mf_gguf_n_parts(a) == mf_gguf_n_parts(b) && mf_gguf_n_tensors(a) == mf_gguf_n_tensors(b));
+            for (int64_t i = 0; i < mf_gguf_n_tensors(a); i++) {
+                const mf_gguf_tensor *ta = mf_gguf_tensor_at(a, i), *tb = mf_gguf_tensor_at(b, i);
+                CHECK(!strcmp(ta->name, tb->name) && ta->nbytes == tb->nbytes && ta->data != tb->data);
+                CHECKF(!memcmp(ta->data, tb->data, ta->nbytes), "%s: data of %s differs when read", files[f], ta->name);
+                CHECKF((uintptr_t)tb->data % mf_gguf_alignment(b) == 0, "%s: %s misaligned", files[f], tb->name);
+            }
+            for (int64_t i = 0; i < mf_gguf_n_kv(a); i++) {
+                const mf_gguf_kv *ka = mf_gguf_kv_at(a, i), *kb = mf_gguf_find_kv(b, ka->key);
+                CHECKF(kb && mf_gguf_value_equal(&ka->value, &kb->value), "metadata %s differs", ka->key);
+            }
+        }
+        mf_gguf_free(a);
+        mf_gguf_free(b);
+    }
+    mf_gguf *g = NULL;
+    CHECK(mf_gguf_open_ex("/nonexistent/x.gguf", MF_GGUF_OPEN_READ, &g) == MF_ERR_IO && !g);
+    CHECK(strstr(mf_last_error(), "/nonexistent/x.gguf") != NULL);
+}
+
 static void test_vocab_speed(void) {
     const char *path = fixture("models/vocab-qwen2.5.gguf");
     char p[4096];
@@ -184,6 +213,7 @@ int main(void) {
     test_all_fixtures();
     test_qwen2_facts();
     test_split_equals_unsplit();
+    test_read_into_memory();
     test_vocab_speed();
     test_bad_paths();
     return test_summary("test_gguf");

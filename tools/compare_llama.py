@@ -10,7 +10,7 @@ tokens/s of both, the ratio minfer / llama.cpp, and each program's peak resident
 for the same model and context.
 
   compare_llama.py --minfer build/minfer [--llama-bench PATH] --shape qwen2-0.5b --types Q4_0,Q8_0,Q4_K_M
-                   [-p 512] [-n 128] [-t 2] [-r 2] [--rounds 2] [--models-dir DIR] [--out FILE.md]
+                   [-p 512] [-n 128] [-t 2] [-r 2] [--rounds 2] [--no-mmap] [--models-dir DIR] [--out FILE.md]
 """
 import argparse
 import json
@@ -142,6 +142,8 @@ def main():
     ap.add_argument("-t", default="2", help="threads")
     ap.add_argument("-r", type=int, default=2, help="repetitions per program per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating runs")
+    ap.add_argument("--no-mmap", action="store_true",
+                    help="both programs read the model into memory instead of mapping it (-mmp 0)")
     ap.add_argument("--models-dir", default=os.environ.get("MINFER_BENCH_MODELS", "/work/bench-models"))
     ap.add_argument("--quant-threads", type=int, default=2)
     ap.add_argument("--llama-quantize", help="make the quantized files with this llama-quantize binary instead "
@@ -164,7 +166,7 @@ def main():
         for qt in filter(None, (x.strip() for x in args.types.split(","))):
             models.append(make_model(args, shape, qt))
 
-    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)]
+    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)] + (["-mmp", "0"] if args.no_mmap else [])
     mf_cmd = [args.minfer, "bench", *common, "--json"]
     if args.mem_bw:
         mf_cmd += ["--mem-bw", str(args.mem_bw)]

@@ -27,7 +27,7 @@ typedef struct {
     int n_models;
     int_list pp, tg, threads, ubatch;
     long long reps;
-    bool json, warmup, kv_f32;
+    bool json, warmup, kv_f32, no_mmap;
     double mem_bw, peak_gmacs; /* 0: probe */
 } bench_opts;
 
@@ -73,6 +73,7 @@ static void usage(FILE *f) {
             "  -r, --repetitions N   timed runs per test (default 5)\n"
             "  -o, --output md|json  output format (default md); --json is -o json\n"
             "  --kv-type f16|f32     KV cache type (default f16)\n"
+            "  -mmp, --mmap 0|1      1: map the model file (default); 0: read it into memory (huge pages)\n"
             "  --no-warmup           skip the untimed warm-up run\n"
             "  --mem-bw GBS          memory bandwidth limit in GB/s (env MINFER_MEM_BW; default: probe)\n"
             "  --peak-gmacs G        int8 MAC peak in GMAC/s (env MINFER_PEAK_GMACS; default: probe)\n");
@@ -381,6 +382,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                 return 2;
             }
             o->kv_f32 = !strcmp(val, "f32");
+        } else if ((r = cli_take_value(argc, argv, &i, "-mmp", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--mmap", &val))) {
+            if (r < 0) return 2;
+            if (strcmp(val, "0") && strcmp(val, "1")) {
+                cli_error("--mmap: '%s' is not 0 or 1", val);
+                return 2;
+            }
+            o->no_mmap = !strcmp(val, "0");
         } else if ((r = cli_take_value(argc, argv, &i, "--mem-bw", &val))) {
             if (r < 0 || !cli_parse_float("--mem-bw", val, 0.001, 1e6, &o->mem_bw)) return 2;
         } else if ((r = cli_take_value(argc, argv, &i, "--peak-gmacs", &val))) {
@@ -413,7 +422,8 @@ int cmd_bench(int argc, char **argv) {
     for (int mi = 0; mi < o.n_models && rc == 0; mi++) {
         mf_model *m = NULL;
         double t0 = mf_time_s();
-        mf_status st = mf_model_load(o.paths[mi], &m);
+        const mf_model_load_params lp = {.no_mmap = o.no_mmap};
+        mf_status st = mf_model_load_ex(o.paths[mi], &lp, &m);
         if (st) {
             cli_error_status(st, "bench");
             rc = 1;

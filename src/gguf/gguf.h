@@ -82,6 +82,10 @@ typedef struct mf_gguf_tensor {
 typedef struct mf_gguf mf_gguf;
 
 mf_status mf_gguf_open(const char *path, mf_gguf **out);
+/* MF_GGUF_OPEN_READ: read every part into anonymous memory (2 MiB pages where the kernel allows)
+ * instead of mapping the files: a copy, but the weights then cost far fewer TLB misses to stream. */
+#define MF_GGUF_OPEN_READ 1u
+mf_status mf_gguf_open_ex(const char *path, unsigned flags, mf_gguf **out);
 /* Parse a GGUF image already in memory (size bytes at data, which must outlive the handle and stay
  * unchanged); name labels error messages. Split keys are checked but other parts are not opened:
  * the handle holds this image's own tensors. Used by tests and the fuzz target. */

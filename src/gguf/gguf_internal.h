@@ -37,6 +37,7 @@ typedef struct mf_gguf_part {
     const uint8_t *base;   /* the mapping (or the caller's memory) */
     uint64_t size;
     bool mapped;           /* base came from mmap and is unmapped on free */
+    size_t map_len;        /* bytes to unmap (the file's size, or its huge-page-rounded copy) */
     uint64_t data_offset;  /* start of the data section */
     uint32_t alignment;
 } mf_gguf_part;
@@ -51,6 +52,7 @@ struct mf_gguf {
     int64_t n_tensors;
     mf_gguf_index kv_index, tensor_index;
     mf_arena arena;
+    bool read_into_memory; /* MF_GGUF_OPEN_READ: parts are read into anonymous huge-page memory */
 };
 
 /* An integer value (any of the 8 integer types) as u64 / i64; false if not an integer or out of range. */

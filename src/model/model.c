@@ -177,12 +177,14 @@ static mf_status load_weights(mf_model *m) {
     return MF_OK;
 }
 
-mf_status mf_model_load(const char *path, mf_model **out) {
+mf_status mf_model_load(const char *path, mf_model **out) { return mf_model_load_ex(path, NULL, out); }
+
+mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params, mf_model **out) {
     *out = NULL;
     double t0 = mf_time_s();
     mf_model *m = mf_calloc(1, sizeof *m);
     if (!m) return MF_ERR_NOMEM;
-    mf_status st = mf_gguf_open(path, &m->gguf);
+    mf_status st = mf_gguf_open_ex(path, params && params->no_mmap ? MF_GGUF_OPEN_READ : 0, &m->gguf);
     if (st) goto fail;
     mf_str arch;
     if ((st = mf_gguf_get_str(m->gguf, "general.architecture", &arch))) goto fail;

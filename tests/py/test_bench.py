@@ -143,6 +143,14 @@ def test_limits_from_env_and_probe():
     assert t["peak_rss_bytes"] < 200 * 2**20
 
 
+def test_mmap_off_reads_the_model():
+    mapped = bench_json(MODEL, "-p", "8", "-n", "2", "-r", "1", "-t", "1", *LIMITS)
+    read = bench_json(MODEL, "-p", "8", "-n", "2", "-r", "1", "-t", "1", "-mmp", "0", *LIMITS)
+    assert [t["test"] for t in read] == ["pp8", "tg2"]
+    assert [t["bytes_per_token"] for t in read] == [t["bytes_per_token"] for t in mapped]
+    assert all(t["avg_ts"] > 0 for t in read)
+
+
 def test_errors():
     r = bench()
     assert r.returncode == 2 and "usage: minfer bench" in r.stderr
@@ -150,6 +158,8 @@ def test_errors():
     assert r.returncode == 2 and r.stderr.startswith("minfer:") and "-p" in r.stderr
     r = bench(MODEL, "-o", "csv")
     assert r.returncode == 2 and "csv" in r.stderr
+    r = bench(MODEL, "-mmp", "2")
+    assert r.returncode == 2 and "--mmap" in r.stderr and "'2'" in r.stderr
     r = bench(MODEL, "--frobnicate")
     assert r.returncode == 2 and "--frobnicate" in r.stderr
     r = bench("/nonexistent/model.gguf", *LIMITS)

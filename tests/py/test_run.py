@@ -59,6 +59,14 @@ def test_run_kv_f32_and_no_fuse_agree_with_default():
     assert a.stdout == b.stdout
 
 
+def test_run_no_mmap_agrees_with_mapped():
+    """--no-mmap reads the weights into memory instead of mapping them: the same reply."""
+    a = run("run", QWEN2, "Tell me a story", "--temp", "0", "-n", "6")
+    b = run("run", QWEN2, "Tell me a story", "--temp", "0", "-n", "6", "--no-mmap")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout == b.stdout and a.stdout.strip()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
