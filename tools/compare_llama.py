@@ -76,6 +76,12 @@ def run_with_rss(cmd):
     return out, ru.ru_maxrss * 1024, time.time() - t0
 
 
+def llama_no_mmap_flags(llama_bench):
+    """llama-bench's way to read the model instead of mapping it: newer builds have --load-mode, older -mmp."""
+    r = subprocess.run([llama_bench, "--help"], capture_output=True, text=True)
+    return ["-lm", "none"] if "--load-mode" in r.stdout + r.stderr else ["-mmp", "0"]
+
+
 def parse_bench_json(text):
     """Both programs print a JSON array of tests; llama-bench may print log lines before it."""
     start = text.find("[")
@@ -143,7 +149,8 @@ def main():
     ap.add_argument("-r", type=int, default=2, help="repetitions per program per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating runs")
     ap.add_argument("--no-mmap", action="store_true",
-                    help="both programs read the model into memory instead of mapping it (-mmp 0)")
+                    help="both programs read the model into memory instead of mapping it (minfer -mmp 0; "
+                         "llama-bench -lm none, or -mmp 0 in older builds)")
     ap.add_argument("--models-dir", default=os.environ.get("MINFER_BENCH_MODELS", "/work/bench-models"))
     ap.add_argument("--quant-threads", type=int, default=2)
     ap.add_argument("--llama-quantize", help="make the quantized files with this llama-quantize binary instead "
@@ -166,13 +173,15 @@ def main():
         for qt in filter(None, (x.strip() for x in args.types.split(","))):
             models.append(make_model(args, shape, qt))
 
-    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)] + (["-mmp", "0"] if args.no_mmap else [])
-    mf_cmd = [args.minfer, "bench", *common, "--json"]
+    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)]
+    mf_cmd = [args.minfer, "bench", *common, "--json"] + (["-mmp", "0"] if args.no_mmap else [])
     if args.mem_bw:
         mf_cmd += ["--mem-bw", str(args.mem_bw)]
     if args.peak_gmacs:
         mf_cmd += ["--peak-gmacs", str(args.peak_gmacs)]
     ll_cmd = [os.path.abspath(args.llama_bench), *common, "-o", "json"] if args.llama_bench else None
+    if ll_cmd and args.no_mmap:
+        ll_cmd += llama_no_mmap_flags(ll_cmd[0])
 
     loads = [load_avg()]
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
