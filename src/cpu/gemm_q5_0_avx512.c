@@ -8,29 +8,18 @@
 /* Signed weights w = q5 - 16, q5 = nibble | fifth bit << 4 (value j: low nibble of qs[j], value
  * 16 + j: its high nibble; fifth bit: bit j of qh). As a byte, nibble - 16 = nibble | 0xF0, so
  * w = nibble | (bit ? 0 : 0xF0): one zero-masked move under the inverted qh mask. */
+static inline __attribute__((always_inline)) __m256i load_q5_0(const uint8_t *block) {
+    const mf_block_q5_0 *b = (const mf_block_q5_0 *)block;
+    const __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(nib, _mm256_maskz_mov_epi8((__mmask32)~qh, _mm256_set1_epi8((char)0xF0)));
+}
+
 /* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
 static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), cf0 = _mm256_set1_epi8((char)0xF0);
-    for (int64_t i = i0; i < i1; i++) {
-        __m256i r[16];
-        uint16_t dh[16];
-        for (int k = 0; k < 16; k++) {
-            if (k < nr) {
-                const mf_block_q5_0 *b = (const mf_block_q5_0 *)(base + (size_t)k * w->row_bytes) + i;
-                const __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
-                uint32_t qh;
-                memcpy(&qh, b->qh, 4);
-                const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-                r[k] = _mm256_or_si256(nib, _mm256_maskz_mov_epi8((__mmask32)~qh, cf0));
-                dh[k] = b->d;
-            } else {
-                r[k] = _mm256_setzero_si256();
-                dh[k] = 0;
-            }
-        }
-        q8g_store_block(r, dh, panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
-    }
+    q8g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q5_0), load_q5_0);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,

@@ -4,24 +4,13 @@
 #include "cpu/gemm_q8_avx512.h"
 
 /* The weights are the blocks' signed bytes. */
+static inline __attribute__((always_inline)) __m256i load_q8_0(const uint8_t *block) {
+    return _mm256_loadu_si256((const __m256i *)((const mf_block_q8_0 *)block)->qs);
+}
+
 /* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
 static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
-    for (int64_t i = i0; i < i1; i++) {
-        __m256i r[16];
-        uint16_t dh[16];
-        for (int k = 0; k < 16; k++) {
-            if (k < nr) {
-                const mf_block_q8_0 *b = (const mf_block_q8_0 *)(base + (size_t)k * w->row_bytes) + i;
-                r[k] = _mm256_loadu_si256((const __m256i *)b->qs);
-                dh[k] = b->d;
-            } else {
-                r[k] = _mm256_setzero_si256();
-                dh[k] = 0;
-            }
-        }
-        q8g_store_block(r, dh, panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
-    }
+    q8g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q8_0), load_q8_0);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,

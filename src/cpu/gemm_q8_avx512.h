@@ -11,6 +11,7 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 /* The ordered dot (plain 8-lane order) of one weight row w and one activation row a, blocks i:
  *     L[p] = sum_{j=0..3} w_i[4p + j] * a_i[4p + j]          (p = 0..7, exact integers)
@@ -110,6 +111,32 @@ static inline __attribute__((always_inline)) void q8g_store_block(const __m256i 
         _mm512_store_si512(out + 12 + q, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), u128, w1)));
     }
     _mm512_store_ps(out + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+}
+
+/* A type's signed weight bytes of one block (the block's half scale is its first field). */
+typedef __m256i q8g_load_fn(const uint8_t *block);
+
+/* The per-type repack (q8g_repack_fn) around load: blocks [i0, i1) of rows [ob, ob + nr), rows past
+ * nr as zeros. Inlined into each type's repack with its load, so no call remains per block. */
+static inline __attribute__((always_inline)) void q8g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
+                                                                  int64_t i1, uint8_t *panel, size_t block_bytes,
+                                                                  q8g_load_fn *load) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    for (int64_t i = i0; i < i1; i++) {
+        __m256i r[16];
+        uint16_t dh[16];
+        for (int k = 0; k < 16; k++) {
+            if (k < nr) {
+                const uint8_t *b = base + (size_t)k * w->row_bytes + (size_t)i * block_bytes;
+                r[k] = load(b);
+                memcpy(&dh[k], b, sizeof dh[k]);
+            } else {
+                r[k] = _mm256_setzero_si256();
+                dh[k] = 0;
+            }
+        }
+        q8g_store_block(r, dh, panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
+    }
 }
 
 /* Biased activation bytes and scales of tokens [t0, t0 + n): ab[(t * nb + i) * 32 + j], da[t * nb + i]. */
