@@ -126,7 +126,7 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
     memset(w, 0, ws * NR);
     fill_weights(t, n, NR, ws, w, mode);
     fill_act(t, n, a, mode);
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(t, variant);
     if (d.dot && d.dot8) {
         float eight[NR];
         d.dot8(n, w, ws, a, eight);
@@ -194,7 +194,7 @@ int main(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const mf_type t = cases[c].t;
         const int v = cases[c].variant;
-        const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, v);
+        const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(t, v);
         if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
         if (!d.dot8) continue;
         const int64_t bk = mf_type_get_traits(t)->blck_size;

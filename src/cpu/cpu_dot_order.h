@@ -29,8 +29,11 @@ enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED_GEMV, MF_ORDER_REPACKED_GEMM };
 mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped);
 
 #if defined(__x86_64__)
-/* AVX2 + FMA + F16C required; dot8 is the AVX-512 one (below) where the active SIMD level is AVX-512. */
+/* The AVX2 set (AVX2 + FMA + F16C required). */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant);
+/* The active level's ordered dots for (t, variant): the AVX2 set with the AVX-512 one-row (plain
+ * order) and eight-row dots in their place where the CPU runs AVX-512 (bit-identical either way). */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant);
 /* Eight-row dots with AVX-512 VNNI, bit-identical to the AVX2 one-row dots of the same variant;
  * NULL where there is none. */
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);

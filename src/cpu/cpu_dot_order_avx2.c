@@ -405,14 +405,7 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     }
 }
 
-mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) {
-    mf_cpu_ordered_dots d = dots_avx2(t, variant);
-    if (d.dot && mf_simd_active_level() == MF_SIMD_AVX512) {
-        const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
-        if (d8) d.dot8 = d8;
-    }
-    return d;
-}
+mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant) { return dots_avx2(t, variant); }
 
 /* ---- float kernels of attention and the FFN, in llama.cpp's AVX-512 order ----
  * exp: llama.cpp's vector exp (round x / ln2 to n with the 1.5 * 2^23 trick, reduce by ln2 split in

@@ -42,16 +42,25 @@ bool mf_cpu_ordered_float(void) {
 #endif
 }
 
+#if defined(__x86_64__)
+mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant) {
+    mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
+    if (d.dot && mf_simd_active_level() == MF_SIMD_AVX512) {
+        if (variant == MF_ORDER_PLAIN && mf_cpu_ordered_dot_avx512(t)) d.dot = mf_cpu_ordered_dot_avx512(t);
+        const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
+        if (d8) d.dot8 = d8;
+    }
+    return d;
+}
+#endif
+
 mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
 #if defined(__x86_64__)
     if (mf_cpu_ordered_float()) {
         int variant = MF_ORDER_PLAIN;
         if ((w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
             variant = grouped ? MF_ORDER_REPACKED_GEMM : MF_ORDER_REPACKED_GEMV;
-        mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(w->type, variant);
-        if (variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 && mf_cpu_ordered_dot_avx512(w->type))
-            d.dot = mf_cpu_ordered_dot_avx512(w->type);
-        return d;
+        return mf_cpu_ordered_dots_at(w->type, variant);
     }
 #endif
     (void)w, (void)grouped;
