@@ -133,6 +133,10 @@ def render(results, started, loads, args):
                 lcol = ratio = lbest = rbest = lrss = "-"
             lines.append(f"| {os.path.basename(path)} | {tname} | {m_mean:.2f} ± {m_sd:.2f} | {lcol} | {ratio} | "
                          f"{m_best:.2f} | {lbest} | {rbest} | {ach} | {mf['rss'] / 2**20:.0f} MiB | {lrss} |")
+    pages = [f"{os.path.basename(p)}: {r['pages']}" for p, r in results.items() if r.get("pages")]
+    if pages:
+        lines += ["", "Page cache of each file after the untimed first load (huge: 2 MiB pages; reloaded: read "
+                  "again into them; small: none to be had; read: -mmp 0): " + ", ".join(pages) + "."]
     return "\n".join(lines)
 
 
@@ -189,6 +193,12 @@ def main():
     results = {}
     for path in models:
         res = results[path] = {}
+        # One untimed minfer load first: it reads the file into the page cache, in 2 MiB pages where
+        # the cache held it in small ones (see src/gguf/gguf_pages.c), so both programs' timed runs
+        # start from the same cache.
+        out, _, _ = run_with_rss(mf_cmd[:2] + ["-m", path, "-p", "0", "-n", "1", "-r", "1", "-t", args.t, "--json"])
+        res["pages"] = parse_bench_json(out)[0].get("pages", "?")
+        log(f"[{os.path.basename(path)}] page cache: {res['pages']}")
         for rnd in range(args.rounds):
             progs = [("minfer", mf_cmd)] + ([("llama.cpp", ll_cmd)] if ll_cmd else [])
             if rnd % 2:

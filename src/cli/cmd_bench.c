@@ -46,6 +46,7 @@ typedef struct {
     uint64_t size, n_params, bytes_per_token, macs_per_token;
     uint64_t macs_output; /* the output projection's share of macs_per_token */
     double load_s;
+    const char *pages; /* how the page cache held the weights: mf_gguf_pages_name, or "read" (-mmp 0) */
 } model_info;
 
 typedef struct {
@@ -130,6 +131,7 @@ static void describe_model(const mf_model *m, double load_s, model_info *mi) {
     mi->bytes_per_token = bytes;
     mi->macs_per_token = macs;
     mi->load_s = load_s;
+    mi->pages = mf_gguf_pages_name(m->pages);
     /* The file type as written by the quantizer, else the type holding most matrix bytes. */
     uint32_t ft;
     const char *tname = NULL;
@@ -310,7 +312,7 @@ static json_t *result_json(const bench_result *r) {
     char test[32];
     snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
-                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I}",
+                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
                      "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "test", test,
@@ -320,7 +322,7 @@ static json_t *result_json(const bench_result *r) {
                      (json_int_t)r->mi.macs_per_token, "macs_output", (json_int_t)r->mi.macs_output, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
                      "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
                      "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
-                     (json_int_t)r->peak_rss);
+                     (json_int_t)r->peak_rss, "pages", r->mi.pages);
 }
 
 /* Commas separate models, as in llama-bench's -m; the path strings stay in argv, cut in place. */
@@ -431,6 +433,7 @@ int cmd_bench(int argc, char **argv) {
         }
         model_info info;
         describe_model(m, mf_time_s() - t0, &info);
+        if (o.no_mmap) info.pages = "read";
         for (int ti = 0; ti < o.threads.n && rc == 0; ti++) {
             for (int ui = 0; ui < o.ubatch.n && rc == 0; ui++) {
                 /* Every prompt length, then every generation length, as llama-bench orders them. */

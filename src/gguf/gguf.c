@@ -419,6 +419,29 @@ static mf_status read_file(mf_gguf_part *p, int fd, const char *path) {
     return MF_OK;
 }
 
+/* Maps a file read-only at a 2 MiB-aligned address, so each 2 MiB of the file can take one page
+ * table entry where the page cache holds it in 2 MiB pages (see gguf_pages.c), and asks for such
+ * pages when the file is read in through the mapping. MAP_FAILED (errno set) on failure. */
+static void *map_aligned(int fd, size_t size) {
+    const size_t huge = MF_GGUF_HUGE_PAGE, page = (size_t)sysconf(_SC_PAGESIZE), len = (size + page - 1) & ~(page - 1);
+    uint8_t *r = mmap(NULL, len + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0); /* no room to align */
+    uint8_t *a = (uint8_t *)(((uintptr_t)r + huge - 1) & ~(uintptr_t)(huge - 1));
+    void *m = mmap(a, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+    if (m == MAP_FAILED) {
+        const int e = errno;
+        munmap(r, len + huge);
+        errno = e;
+        return m;
+    }
+    if (a > r) munmap(r, (size_t)(a - r)); /* the reserve's unused head and tail */
+    munmap(a + len, (size_t)(r + huge - a));
+#if defined(MADV_HUGEPAGE)
+    madvise(m, size, MADV_HUGEPAGE); /* a hint: without it the mapping works the same */
+#endif
+    return m;
+}
+
 static mf_status map_file(mf_gguf_part *p, const char *path, bool read_into_memory) {
     p->path = mf_strdup(path);
     if (!p->path) return MF_ERR_NOMEM;
@@ -445,7 +468,7 @@ static mf_status map_file(mf_gguf_part *p, const char *path, bool read_into_memo
         close(fd);
         return rs;
     }
-    void *m = mmap(NULL, (size_t)p->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = map_aligned(fd, (size_t)p->size);
     int e = errno;
     close(fd);
     if (m == MAP_FAILED) return mf_fail(MF_ERR_IO, "cannot map '%s' (%llu bytes): %s", path, (unsigned long long)p->size, strerror(e));

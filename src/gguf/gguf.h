@@ -92,6 +92,20 @@ mf_status mf_gguf_open_ex(const char *path, unsigned flags, mf_gguf **out);
 mf_status mf_gguf_open_memory(const void *data, size_t size, const char *name, mf_gguf **out);
 void mf_gguf_free(mf_gguf *g);
 
+/* How the page cache holds a mapped model (gguf_pages.c): decode streams weights faster through
+ * 2 MiB pages, which a mapping gets only where the cache holds the file in 2 MiB folios. */
+typedef enum mf_gguf_pages {
+    MF_GGUF_PAGES_NA,       /* read into memory, a memory image, under 2 MiB of data, or not Linux */
+    MF_GGUF_PAGES_HUGE,     /* the cache already holds the file in 2 MiB pages */
+    MF_GGUF_PAGES_SMALL,    /* small pages, and this kernel or file system gives the file no others */
+    MF_GGUF_PAGES_RELOADED, /* it held small pages: dropped from the cache and read again in 2 MiB pages */
+} mf_gguf_pages;
+/* For each mapped part, looks at how the cache holds it and, where it holds small pages that 2 MiB
+ * ones could replace, drops the file from the cache once and reads it back (when it fits in memory
+ * twice over; otherwise the first use reads it). Returns the most telling state over the parts. */
+mf_gguf_pages mf_gguf_settle_pages(mf_gguf *g);
+const char *mf_gguf_pages_name(mf_gguf_pages s);
+
 uint32_t mf_gguf_version(const mf_gguf *g);
 uint32_t mf_gguf_alignment(const mf_gguf *g);
 uint32_t mf_gguf_n_parts(const mf_gguf *g);

@@ -32,6 +32,8 @@ void mf_gguf_index_free(mf_gguf_index *ix);
 int64_t mf_gguf_index_find(const mf_gguf_index *ix, const void *items, size_t stride, const char *name);
 int64_t mf_gguf_index_insert(mf_gguf_index *ix, const void *items, size_t stride, uint32_t i);
 
+#define MF_GGUF_HUGE_PAGE ((size_t)2 << 20)
+
 typedef struct mf_gguf_part {
     char *path;
     const uint8_t *base;   /* the mapping (or the caller's memory) */

@@ -219,6 +219,7 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
         w->data = t->data;
     }
     if ((st = load_weights(m))) goto fail;
+    m->pages = mf_gguf_settle_pages(m->gguf);
     m->load_s = mf_time_s() - t0;
     *out = m;
     return MF_OK;

@@ -33,6 +33,7 @@ struct mf_model {
     const mf_weight *tok_embd, *output_norm, *output, *output_b; /* output may be tok_embd (tied) */
     mf_layer *layers;
     double load_s;
+    mf_gguf_pages pages; /* how the page cache held the mapped file (after mf_gguf_settle_pages) */
 };
 
 /* The mapped GGUF file (tokenizer, chat template and other metadata live there). */

@@ -90,6 +90,7 @@ def test_json_fields_and_statistics():
         assert t["mem_bw_gbs"] == 50 and t["mem_bw_source"] == "flag"
         assert t["peak_gmacs"] == 800 and t["peak_gmacs_source"] == "flag"
         assert t["peak_rss_bytes"] > t["bytes_per_token"] // 2  # the weights were read, so they are resident
+        assert t["pages"] == "n/a"  # under one 2 MiB page of data: nothing for the page cache check to do
     assert (tests[0]["n_prompt"], tests[0]["n_gen"], tests[1]["n_prompt"], tests[1]["n_gen"]) == (8, 0, 0, 4)
 
 
@@ -149,6 +150,23 @@ def test_mmap_off_reads_the_model():
     assert [t["test"] for t in read] == ["pp8", "tg2"]
     assert [t["bytes_per_token"] for t in read] == [t["bytes_per_token"] for t in mapped]
     assert all(t["avg_ts"] > 0 for t in read)
+    assert {t["pages"] for t in read} == {"read"}
+
+
+def test_page_cache_state_of_a_large_file(tmp_path):
+    """A model with whole 2 MiB pages of data reports how the page cache held it: a file just copied in
+    4 KiB writes is dropped and read back in 2 MiB pages ("reloaded", where the system has them), and
+    the next load finds it "huge"; where files get no 2 MiB pages, both loads say "small"."""
+    src = os.path.join(FIX, "models", "mini-qwen2.F32.gguf")
+    dst = tmp_path / "copy.gguf"
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        while chunk := fi.read(4096):
+            fo.write(chunk)
+            fo.flush()
+    args = ("-p", "0", "-n", "2", "-r", "1", "-t", "1", *LIMITS)
+    first = bench_json(str(dst), *args)[0]["pages"]
+    second = bench_json(str(dst), *args)[0]["pages"]
+    assert (first, second) in {("reloaded", "huge"), ("small", "small")}, (first, second)
 
 
 def test_errors():
@@ -211,6 +229,8 @@ def test_compare_script_with_stand_in_peer(tmp_path):
         assert float(row["ratio of best"].rstrip("x")) == pytest.approx(max(mf) / max(ll), rel=0.01)
         assert row["minfer peak RSS"].endswith("MiB") and row["llama.cpp peak RSS"].endswith("MiB")
     assert res["minfer"]["rss"] > 1 << 20 and res["llama.cpp"]["rss"] > 1 << 20
+    assert f"Page cache of each file after the untimed first load" in r.stdout
+    assert f"{os.path.basename(MODEL)}: n/a" in r.stdout and d["results"][MODEL]["pages"] == "n/a"
     assert open(out_md).read().strip() == r.stdout.strip()
     # The table again from the JSON alone.
     r2 = subprocess.run([sys.executable, os.path.join(SRC, "tools", "compare_llama.py"), "--from-json", str(out_json)],
