@@ -95,7 +95,8 @@ void mf_gguf_free(mf_gguf *g);
 /* How the page cache holds a mapped model (gguf_pages.c): decode streams weights faster through
  * 2 MiB pages, which a mapping gets only where the cache holds the file in 2 MiB folios. */
 typedef enum mf_gguf_pages {
-    MF_GGUF_PAGES_NA,       /* read into memory, a memory image, under 2 MiB of data, or not Linux */
+    MF_GGUF_PAGES_NA,       /* read into memory, a memory image, under 2 MiB of data, or a system
+                               without 2 MiB transparent huge pages (or not Linux) */
     MF_GGUF_PAGES_HUGE,     /* the cache already holds the file in 2 MiB pages */
     MF_GGUF_PAGES_SMALL,    /* small pages, and this kernel or file system gives the file no others */
     MF_GGUF_PAGES_RELOADED, /* it held small pages: dropped from the cache and read again in 2 MiB pages */

@@ -121,8 +121,19 @@ static mf_gguf_pages settle_part(const mf_gguf_part *p) {
     return result;
 }
 
+/* Whether the system's huge page (the size one page table entry above the base pages maps) is the
+ * 2 MiB this file works with: x86-64, and arm64 with 4 KiB pages; not arm64 with 16 or 64 KiB pages. */
+static bool huge_page_is_2mib(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "re");
+    if (!f) return false; /* no transparent huge pages at all */
+    unsigned long long size = 0;
+    const bool ok = fscanf(f, "%llu", &size) == 1 && size == MF_GGUF_HUGE_PAGE;
+    fclose(f);
+    return ok;
+}
+
 mf_gguf_pages mf_gguf_settle_pages(mf_gguf *g) {
-    if (!g || g->read_into_memory) return MF_GGUF_PAGES_NA;
+    if (!g || g->read_into_memory || !huge_page_is_2mib()) return MF_GGUF_PAGES_NA;
     mf_gguf_pages all = MF_GGUF_PAGES_NA;
     for (uint32_t i = 0; i < g->n_parts; i++) {
         const mf_gguf_pages s = settle_part(&g->parts[i]);
