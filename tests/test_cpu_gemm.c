@@ -130,7 +130,8 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
 
 int main(void) {
 #if defined(__x86_64__)
-    const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q6_K};
+    const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0,
+                             MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
     int n_gemm = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const mf_type t = types[i];

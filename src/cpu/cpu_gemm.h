@@ -33,12 +33,15 @@ const mf_cpu_gemm *mf_cpu_gemm_for(const mf_weight *w);
 
 #if defined(__x86_64__)
 /* AVX-512 VNNI GEMMs (NULL until a type has one); each needs the repacked order (Q4_0, Q4_K: rows a
- * multiple of 8, checked by mf_cpu_gemm_for) or the plain one (Q5_0, Q8_0, Q6_K). */
+ * multiple of 8, checked by mf_cpu_gemm_for) or the plain one (Q4_1, Q5_0, Q5_1, Q8_0, Q5_K, Q6_K). */
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx512(void);
+const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void);
+const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx512(void);
+const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx512(void);
 #endif
 
 #endif /* MF_CPU_GEMM_H */

@@ -1,0 +1,4 @@
+/* gemm_q4_1_avx512.c: the Q4_1 prefill GEMM (AVX-512 VNNI); none yet, so the ordered dots serve. */
+#include "cpu/cpu_gemm.h"
+
+const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void) { return NULL; }
