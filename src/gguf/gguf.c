@@ -458,6 +458,8 @@ static mf_status map_file(mf_gguf_part *p, const char *path, bool read_into_memo
         return mf_fail(MF_ERR_IO, "'%s' is not a regular file", path);
     }
     p->size = (uint64_t)st.st_size;
+    p->dev = (uint64_t)st.st_dev;
+    p->ino = (uint64_t)st.st_ino;
     if (p->size == 0) { /* mmap refuses empty files; the parser reports the missing header */
         close(fd);
         p->base = empty_file;

@@ -42,6 +42,7 @@ typedef struct mf_gguf_part {
     size_t map_len;        /* bytes to unmap (the file's size, or its huge-page-rounded copy) */
     uint64_t data_offset;  /* start of the data section */
     uint32_t alignment;
+    uint64_t dev, ino;     /* the file's identity when it was opened (0 for memory images) */
 } mf_gguf_part;
 
 struct mf_gguf {

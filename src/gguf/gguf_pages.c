@@ -22,6 +22,7 @@
 #if defined(__linux__)
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* kB that the page tables map with 2 MiB entries in the mapping starting at addr (FilePmdMapped in
@@ -89,6 +90,11 @@ static mf_gguf_pages settle_part(const mf_gguf_part *p) {
     if (p->size < huge || last < first) return MF_GGUF_PAGES_NA; /* not one whole 2 MiB page of data */
     const int fd = open(p->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return MF_GGUF_PAGES_NA;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != p->dev || (uint64_t)st.st_ino != p->ino) {
+        close(fd); /* the path names another file now (replaced since it was mapped): leave it be */
+        return MF_GGUF_PAGES_NA;
+    }
     mf_gguf_pages result;
     int h = window_is_huge(fd, first);
     if (h == 1 && last != first) h = window_is_huge(fd, last);
