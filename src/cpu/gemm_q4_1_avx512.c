@@ -1,4 +1,25 @@
-/* gemm_q4_1_avx512.c: the Q4_1 prefill GEMM (AVX-512 VNNI); none yet, so the ordered dots serve. */
-#include "cpu/cpu_gemm.h"
+/* gemm_q4_1_avx512.c: the Q4_1 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h): the shared 16-row
+ * panel GEMM of gemm_q_1_avx512.h with panels unpacked from the Q4_1 blocks, each output bit for bit
+ * st_q4_1's value. */
+#include "cpu/gemm_q_1_avx512.h"
 
-const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void) { return NULL; }
+/* Unsigned values: value j is the low nibble of qs[j], value 16 + j its high nibble. */
+static inline __attribute__((always_inline)) __m256i load_q4_1(const uint8_t *block) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)((const mf_block_q4_1 *)block)->qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+/* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
+static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
+    q1g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q4_1), load_q4_1);
+}
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
+    (void)n_grouped;
+    q1g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q1g_scratch_size, .run = run};
+
+const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void) { return &gemm; }

@@ -1,0 +1,251 @@
+/* gemm_q_1_avx512.h: the prefill GEMM shared by the 32-value block types with a minimum whose ordered
+ * dot is the plain 8-lane order against Q8_1 activations (Q4_1, Q5_1; see cpu_gemm.h). Panels of 16
+ * weight rows are unpacked once per chunk of tokens into one row per i32 lane (the includer's load:
+ * the only per-type part); tiles of tokens form the ordered dot's integer lanes for the 16 rows at
+ * once with vpdpbusd and run its float steps lane-wise. Included by one .c per type (AVX-512). */
+#ifndef MF_CPU_GEMM_Q_1_AVX512_H
+#define MF_CPU_GEMM_Q_1_AVX512_H
+
+#include "cpu/cpu_gemm.h"
+#include "quant/quant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* The ordered dot of one weight row w (blocks d_w, m_w, unsigned values q in [0, 15] or [0, 31]) and
+ * one Q8_1 activation row a (blocks d_a, s_a = d_a * sum of its values, signed values), blocks i:
+ *     L[p] = sum_{j=0..3} q_i[4p + j] * a_i[4p + j]          (p = 0..7, exact integers)
+ *     acc[p] = fma(h2f(d_w) * h2f(d_a), (float)L[p], acc[p])
+ *     s = fma(h2f(m_w), h2f(s_a), s)
+ *     out = (((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7))) + s
+ *
+ * The weights are unsigned and the activations signed, just what vpdpbusd multiplies (unsigned first
+ * operand, signed second): one row per i32 lane, the rows' weights as the first operand and the
+ * token's activation dword broadcast as the second, straight from the Q8_1 row in memory (an
+ * embedded broadcast, no separate load). It starts from zero and leaves L itself (|L| <= 4 * 31 *
+ * 128), whose conversion is the ordered dot's (float)L. The minimum chain s is one more fma a block
+ * per token, lane-wise over the 16 rows, in its own accumulator.
+ *
+ * Panel layout (per-thread scratch), per block i of a slice of the K / 32: eight 64-byte vectors,
+ * vector p lane r = the unsigned weight bytes 4p..4p+3 of row r, then the 16 rows' h2f(d_w), then
+ * their h2f(m_w): 640 bytes. Rows past the matrix are zero; their outputs are never stored. Then
+ * (with more than one slice) nine accumulator vectors per token of the chunk (eight lanes, then the
+ * minimum chain); then, per token of the chunk and block, h2f(d_a), and per token and block h2f(s_a).
+ *
+ * Tiles of 3 tokens x 16 rows hold 24 + 3 accumulators and the 3 scale products: 30 of the 32
+ * registers. Panels are unpacked and run in slices of at most Q1G_SLICE blocks (in L1), the tiles
+ * keeping their accumulators in scratch between slices (each output's float steps stay one chain
+ * in block order). */
+
+enum {
+    Q1G_BLOCK_BYTES = 10 * 64,   /* one block of a 16-row panel */
+    Q1G_CHUNK_BYTES = 400 << 10, /* activations of a chunk of tokens: they stay in L2 */
+    Q1G_SLICE = 38,              /* blocks a tile runs at once: 24 KB of panel, which stays in L1 */
+    Q1G_TILE = 3,                /* tokens per tile */
+    Q1G_STATE = 9,               /* accumulator vectors per token between slices */
+};
+
+/* A type's unsigned weight values of one block (d_w and m_w are its first two fields). */
+typedef __m256i q1g_load_fn(const uint8_t *block);
+
+/* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (block i0 first). */
+typedef void q1g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
+
+/* The most tokens in a chunk (a multiple of Q1G_TILE): each panel is unpacked once per chunk. At
+ * least 120 tokens, at most a whole prompt of 512. */
+static int64_t q1g_max_chunk(int64_t nb) {
+    const int64_t c = MF_MAX(120, MF_MIN(513, Q1G_CHUNK_BYTES / (nb * (int64_t)(sizeof(mf_block_q8_1) + 2 * sizeof(float)))));
+    return c - c % Q1G_TILE;
+}
+
+/* Panel, then the accumulators of a chunk's tokens between slices (when there is more than one),
+ * then the activation scales. */
+static size_t q1g_scratch_size(int64_t K) {
+    const int64_t nb = K / 32, max_chunk = q1g_max_chunk(nb);
+    return (size_t)MF_MIN(nb, Q1G_SLICE) * Q1G_BLOCK_BYTES + (nb > Q1G_SLICE ? (size_t)max_chunk * Q1G_STATE * 64 : 0) +
+           (size_t)(max_chunk * nb) * 2 * sizeof(float);
+}
+
+/* Sixteen rows' 32 unsigned weight bytes of one block (rows past the matrix zero) -> the block's
+ * eight weight vectors, and their d_w, m_w (halves) -> its two float vectors. A 16 x 8 transpose of
+ * i32: rows j, j + 4 (and j + 8, j + 12) share a zmm, two unpack stages gather four rows' same dword
+ * within each 128-bit lane, one lane shuffle puts rows 0-3, 4-7, 8-11, 12-15 in order. */
+static inline __attribute__((always_inline)) void q1g_store_block(const __m256i r[16], const uint16_t dh[16],
+                                                                  const uint16_t mh[16], uint8_t *block) {
+    __m512i z[8], t[8], u[8];
+    for (int j = 0; j < 4; j++) {
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(r[j]), r[j + 4], 1);
+        z[4 + j] = _mm512_inserti64x4(_mm512_castsi256_si512(r[j + 8]), r[j + 12], 1);
+    }
+    for (int h = 0; h < 2; h++) {
+        __m512i *zz = z + 4 * h, *tt = t + 4 * h, *uu = u + 4 * h;
+        tt[0] = _mm512_unpacklo_epi32(zz[0], zz[1]);
+        tt[1] = _mm512_unpackhi_epi32(zz[0], zz[1]);
+        tt[2] = _mm512_unpacklo_epi32(zz[2], zz[3]);
+        tt[3] = _mm512_unpackhi_epi32(zz[2], zz[3]);
+        /* uu[q] lane 0: rows 0-3 (of this half) dword q, lane 1: dword 4 + q; lanes 2, 3 the same
+         * for the rows 4 further on. */
+        uu[0] = _mm512_unpacklo_epi64(tt[0], tt[2]);
+        uu[1] = _mm512_unpackhi_epi64(tt[0], tt[2]);
+        uu[2] = _mm512_unpacklo_epi64(tt[1], tt[3]);
+        uu[3] = _mm512_unpackhi_epi64(tt[1], tt[3]);
+    }
+    __m512i *out = (__m512i *)block;
+    for (int q = 0; q < 4; q++) {
+        _mm512_store_si512(out + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88));
+        _mm512_store_si512(out + 4 + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD));
+    }
+    _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+    _mm512_store_ps(out + 9, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)mh)));
+}
+
+/* The per-type repack (q1g_repack_fn) around load: blocks [i0, i1) of rows [ob, ob + nr), rows past
+ * nr as zeros. Inlined into each type's repack with its load, so no call remains per block. */
+static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
+                                                                  int64_t i1, uint8_t *panel, size_t block_bytes,
+                                                                  q1g_load_fn *load) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    for (int64_t i = i0; i < i1; i++) {
+        __m256i r[16];
+        uint16_t dh[16], mh[16];
+        for (int k = 0; k < 16; k++) {
+            if (k < nr) {
+                const uint8_t *b = base + (size_t)k * w->row_bytes + (size_t)i * block_bytes;
+                r[k] = load(b);
+                memcpy(&dh[k], b, sizeof dh[k]);
+                memcpy(&mh[k], b + 2, sizeof mh[k]);
+            } else {
+                r[k] = _mm256_setzero_si256();
+                dh[k] = mh[k] = 0;
+            }
+        }
+        q1g_store_block(r, dh, mh, panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
+    }
+}
+
+/* Activation scales of tokens [t0, t0 + n): da[t * nb + i] = h2f(d_a), sa[t * nb + i] = h2f(s_a). */
+static void q1g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t n, int64_t nb, float *da, float *sa) {
+    for (int64_t t = 0; t < n; t++) {
+        const mf_block_q8_1 *a = (const mf_block_q8_1 *)(act + (size_t)(t0 + t) * act_row);
+        for (int64_t i = 0; i < nb; i++) {
+            da[t * nb + i] = _cvtsh_ss(a[i].d);
+            sa[t * nb + i] = _cvtsh_ss(a[i].s);
+        }
+    }
+}
+
+typedef int32_t __attribute__((may_alias)) q1g_i32_alias;
+
+/* The 16 lanes' w . a from zero, a = the activation dword at p broadcast by the instruction itself
+ * (left to themselves, compilers broadcast into a register first and copy a zero register). */
+static inline __m512i q1g_dpbusd(__m512i w, const uint8_t *p) {
+    __m512i l;
+    __asm__("vpxord %0, %0, %0\n\tvpdpbusd %2%{1to16%}, %1, %0" : "=&v"(l) : "v"(w), "m"(*(const q1g_i32_alias *)p));
+    return l;
+}
+
+/* T tokens (a: each token's Q8_1 row; da, sa: its scales) against blocks [i0, i1) of one panel. The
+ * accumulators start at zero (first) or from st[t] (Q1G_STATE vectors a token), and end in st[t] or,
+ * after the last block (last), as the outputs y[t] of the 16 rows (row lanes in mask). */
+static inline __attribute__((always_inline)) void q1g_tile(const int T, const uint8_t *panel, int64_t i0, int64_t i1,
+                                                           const uint8_t *const *a, const float *const *da,
+                                                           const float *const *sa, __m512 *const *st, bool first,
+                                                           bool last, float *const *y, __mmask16 mask) {
+    __m512 acc[Q1G_TILE][8], sacc[Q1G_TILE];
+    for (int t = 0; t < T; t++) {
+        for (int p = 0; p < 8; p++) acc[t][p] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + p);
+        sacc[t] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + 8);
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        const __m512i *wv = (const __m512i *)(panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
+        const __m512 dw = _mm512_load_ps(wv + 8), mw = _mm512_load_ps(wv + 9);
+        __m512 d[Q1G_TILE];
+        for (int t = 0; t < T; t++) {
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][i]));
+            sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa[t][i]), sacc[t]);
+        }
+        for (int p = 0; p < 8; p++) {
+            const __m512i wp = _mm512_load_si512(wv + p);
+            for (int t = 0; t < T; t++) {
+                const uint8_t *ap = a[t] + (size_t)i * sizeof(mf_block_q8_1) + 4 + 4 * p;
+                acc[t][p] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(q1g_dpbusd(wp, ap)), acc[t][p]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        if (!last) {
+            for (int p = 0; p < 8; p++) _mm512_store_ps(st[t] + p, acc[t][p]);
+            _mm512_store_ps(st[t] + 8, sacc[t]);
+            continue;
+        }
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
+                                       _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+        _mm512_mask_storeu_ps(y[t], mask, _mm512_add_ps(s, sacc[t]));
+    }
+}
+
+/* Tokens [t, t + T) of the chunk that starts at token tc against blocks [i0, i1) of one panel. */
+static inline __attribute__((always_inline)) void q1g_tile_at(const int T, const uint8_t *panel, int64_t nb, int64_t i0,
+                                                              int64_t i1, const uint8_t *act, size_t act_row,
+                                                              const float *das, const float *sas, __m512 *state,
+                                                              int64_t tc, int64_t t, float *y, size_t ldy,
+                                                              __mmask16 mask) {
+    const uint8_t *a[Q1G_TILE];
+    const float *da[Q1G_TILE], *sa[Q1G_TILE];
+    __m512 *st[Q1G_TILE];
+    float *yt[Q1G_TILE];
+    for (int k = 0; k < T; k++) {
+        a[k] = act + (size_t)(tc + t + k) * act_row;
+        da[k] = das + (t + k) * nb, sa[k] = sas + (t + k) * nb;
+        st[k] = state + (t + k) * Q1G_STATE;
+        yt[k] = y + (size_t)(tc + t + k) * ldy;
+    }
+    q1g_tile(T, panel, i0, i1, a, da, sa, st, i0 == 0, i1 == nb, yt, mask);
+}
+
+/* The GEMM's run (cpu_gemm.h) with the type's repack; the type's grouped order is its plain one. */
+static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack, const mf_weight *w, int64_t o0,
+                                                          int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                                                          float *y, size_t ldy, void *scratch) {
+    const int64_t nb = w->ne[0] / 32, max_chunk = q1g_max_chunk(nb);
+    uint8_t *panel = scratch;
+    __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q1G_SLICE) * Q1G_BLOCK_BYTES);
+    float *das = (float *)(state + (nb > Q1G_SLICE ? max_chunk * Q1G_STATE : 0));
+    float *sas = das + max_chunk * nb;
+    /* Equal chunks, each a multiple of the tile (but the last); equal slices. */
+    const int64_t n_chunks = (nt + max_chunk - 1) / max_chunk, per = (nt + n_chunks - 1) / n_chunks;
+    const int64_t chunk = per + (Q1G_TILE - per % Q1G_TILE) % Q1G_TILE;
+    const int64_t n_slices = (nb + Q1G_SLICE - 1) / Q1G_SLICE, slice = (nb + n_slices - 1) / n_slices;
+    for (int64_t tc = 0; tc < nt; tc += chunk) {
+        const int64_t n = MF_MIN(chunk, nt - tc);
+        q1g_prepare(act, act_row, tc, n, nb, das, sas);
+        for (int64_t ob = o0; ob < o1; ob += 16) {
+            const int nr = (int)MF_MIN(16, o1 - ob);
+            const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+            /* The weights come from memory: while this panel's tiles run, prefetch the rows the next
+             * panel reads (the next panel, or the first one again for the next chunk), spread over
+             * the tiles. Not for a few tokens: the prefetches then come in bursts. */
+            const int64_t on = ob + 16 < o1 ? ob + 16 : tc + n < nt ? o0 : o1;
+            const uint8_t *pf = (const uint8_t *)w->data + (size_t)on * w->row_bytes;
+            const size_t pf_lines = n < 8 * Q1G_TILE ? 0 : ((size_t)MF_MIN(16, o1 - on) * w->row_bytes + 63) / 64;
+            const size_t n_tiles = (size_t)(n_slices * ((n + Q1G_TILE - 1) / Q1G_TILE));
+            size_t j = 0;
+            for (int64_t i0 = 0; i0 < nb; i0 += slice) {
+                const int64_t i1 = MF_MIN(nb, i0 + slice);
+                repack(w, ob, nr, i0, i1, panel);
+                for (int64_t t = 0; t < n; t += Q1G_TILE, j++) {
+                    for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
+                        _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
+                    if (n - t >= Q1G_TILE)
+                        q1g_tile_at(Q1G_TILE, panel, nb, i0, i1, act, act_row, das, sas, state, tc, t, y + ob, ldy, mask);
+                    else if (n - t == 2)
+                        q1g_tile_at(2, panel, nb, i0, i1, act, act_row, das, sas, state, tc, t, y + ob, ldy, mask);
+                    else
+                        q1g_tile_at(1, panel, nb, i0, i1, act, act_row, das, sas, state, tc, t, y + ob, ldy, mask);
+                }
+            }
+        }
+    }
+}
+
+#endif /* MF_CPU_GEMM_Q_1_AVX512_H */
