@@ -225,8 +225,8 @@ FLOAT_DOT(dot_f32_f32, float, LOAD_F32, MASKLOAD_F32)
 FLOAT_DOT(dot_f16_f16, uint16_t, load_f16x16, maskload_f16x16)
 FLOAT_DOT(dot_bf16_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
 
-/* Float tiles: each 32 weights are loaded (and widened) once and multiplied into every activation
- * row's two accumulators; the tail is masked as in the dots. */
+/* Row tiles for a few activation rows: each 32 weights are loaded (and widened) once and multiplied
+ * into every activation row's two accumulators; the tail is masked as in the dots. */
 #define FLOAT_TILE(name, T, LOAD, MASKLOAD)                                                            \
     static void name(int64_t n, const T *w, const char *a, size_t a_stride, int nc, float *out, size_t out_stride) { \
         __m512 acc[NC][2];                                                                             \
@@ -253,17 +253,156 @@ FLOAT_TILE(tile_f32, float, LOAD_F32, MASKLOAD_F32)
 FLOAT_TILE(tile_f16, uint16_t, load_f16x16, maskload_f16x16)
 FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
 
-#define FLOAT_GEMM(name, tile, T)                                                                     \
+/* ---- float GEMM: outer products on a packed weight panel ------------------------------------
+ * Output tile: 16 weight rows (one register, row r in lane r) x FT activation rows (FT registers),
+ * so acc[c] is out[c][r0 .. r0+15] as it lies in memory and no horizontal sums are needed. Per
+ * block of up to FKB values of k:
+ *   wp[k][r]  (f32, 64 bytes per k): the 16 rows' weights, widened and transposed 16 x 16 at a
+ *             time, rows >= nr zero, k padded to a multiple of 16 with zeros;
+ *   ap[c][k]  (f32, FKB floats per activation row): FT activation rows widened once;
+ * then per k one weight-register load and FT fmas with the activation broadcast from memory. Both
+ * buffers (2 x 16 KB) stay in L1. Each block's sums start at zero and are added to out, so a sum
+ * is a chain of at most FKB products plus one add per block. */
+enum { FT = 16, FKB = 256, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
+
+/* 16 values of a float row from index i, lanes outside mask m zero (and not read) */
+static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
+    if (kind == FL_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (kind == FL_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* r[i][j] -> r[j][i]. Pairs of rows interleave (ps, then pd unpacks: register 4i+m then holds
+ * column 4l+m of rows 4i..4i+3 in 128-bit lane l), then 128-bit lanes gather column c = 4l+m from
+ * registers m, 4+m, 8+m, 12+m. */
+static inline void transpose16(__m512 r[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d x0 = _mm512_castps_pd(a[4 * i]), x1 = _mm512_castps_pd(a[4 * i + 1]);
+        const __m512d x2 = _mm512_castps_pd(a[4 * i + 2]), x3 = _mm512_castps_pd(a[4 * i + 3]);
+        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
+        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
+        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
+        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x1, x3));
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512 c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c2 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+        const __m512 d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
+        const __m512 d2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(c2, d2, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(c2, d2, 0xDD);
+    }
+}
+
+static inline __mmask16 mask16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+
+/* Fetch values k0 .. k0+kb-1 of nrows rows into L2 (prefetches never fault, so any k0 is fine). */
+static inline void fl_prefetch(int kind, const char *p, size_t stride, int nrows, int64_t k0, int kb) {
+    const size_t es = kind == FL_F32 ? 4 : 2;
+    for (int i = 0; i < nrows; i++)
+        for (size_t off = (size_t)k0 * es; off < (size_t)(k0 + kb) * es; off += 64) _mm_prefetch(p + (size_t)i * stride + off, _MM_HINT_T1);
+}
+
+/* wp <- weights k0 .. k0+kb-1 of nr <= 16 rows, as wp[k][r] */
+static inline void pack_w(int kind, const char *w, size_t w_stride, int nr, int64_t k0, int kb, float *wp) {
+    for (int kk = 0; kk < kb; kk += 16) {
+        const __mmask16 m = mask16(kb - kk);
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) r[i] = i < nr ? fl_load(kind, w + (size_t)i * w_stride, k0 + kk, m) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int i = 0; i < 16; i++) _mm512_store_ps(wp + (size_t)(kk + i) * 16, r[i]);
+    }
+}
+
+/* ap <- activations k0 .. k0+kb-1 of nc rows, as ap[c][k] with FKB floats per row */
+static inline void pack_a(int kind, const char *a, size_t a_stride, int nc, int64_t k0, int kb, float *ap) {
+    for (int c = 0; c < nc; c++)
+        for (int kk = 0; kk < kb; kk += 16)
+            _mm512_store_ps(ap + (size_t)c * FKB + kk, fl_load(kind, a + (size_t)c * a_stride, k0 + kk, mask16(kb - kk)));
+}
+
+/* out[c][0..15] (+)= sum_k wp[k][.] * ap[c][k] for c < T, rows outside mask rows untouched */
+static inline __attribute__((always_inline)) void fl_tile(int T, int kb, const float *wp, const float *ap, bool first,
+                                                          float *out, size_t out_stride, __mmask16 rows) {
+    __m512 acc[FT];
+    for (int c = 0; c < T; c++) acc[c] = _mm512_setzero_ps();
+    for (int k = 0; k < kb; k++) {
+        const __m512 w = _mm512_load_ps(wp + (size_t)k * 16);
+        for (int c = 0; c < T; c++) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(ap[c * FKB + k]), acc[c]);
+    }
+    for (int c = 0; c < T; c++) {
+        float *o = out + (size_t)c * out_stride;
+        if (!first) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(rows, o));
+        _mm512_mask_storeu_ps(o, rows, acc[c]);
+    }
+}
+
+typedef void (*fl_tile_fn)(int kb, const float *wp, const float *ap, bool first, float *out, size_t out_stride,
+                           __mmask16 rows);
+#define FL_TILE(T)                                                                                      \
+    static void fl_tile_##T(int kb, const float *wp, const float *ap, bool first, float *out, size_t out_stride, \
+                            __mmask16 rows) {                                                           \
+        fl_tile(T, kb, wp, ap, first, out, out_stride, rows);                                           \
+    }
+FL_TILE(1) FL_TILE(2) FL_TILE(3) FL_TILE(4) FL_TILE(5) FL_TILE(6) FL_TILE(7) FL_TILE(8)
+FL_TILE(9) FL_TILE(10) FL_TILE(11) FL_TILE(12) FL_TILE(13) FL_TILE(14) FL_TILE(15) FL_TILE(16)
+static const fl_tile_fn fl_tiles[FT + 1] = {NULL,        fl_tile_1,  fl_tile_2,  fl_tile_3,  fl_tile_4,  fl_tile_5,
+                                            fl_tile_6,   fl_tile_7,  fl_tile_8,  fl_tile_9,  fl_tile_10, fl_tile_11,
+                                            fl_tile_12,  fl_tile_13, fl_tile_14, fl_tile_15, fl_tile_16};
+
+/* Loop order: 16-row panels, k-blocks, groups of FT activation rows. The activations, read in runs
+ * of one block from up to 64 rows, are more streams than the hardware prefetcher follows: each group
+ * fetches the next group's block (or the first group's next block) while it computes, and each
+ * panel block the panel's next block. */
+static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a,
+                    size_t a_stride, float *out, size_t out_stride) {
+    _Alignas(64) float wp[FKB * 16], ap[FT * FKB];
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int pr = MF_MIN(16, nr - r0);
+        const __mmask16 rows = mask16(pr);
+        const char *wr = w + (size_t)r0 * w_stride;
+        for (int64_t k0 = 0; k0 < n; k0 += FKB) {
+            const int kb = (int)MF_MIN(FKB, n - k0);
+            pack_w(kind, wr, w_stride, pr, k0, kb, wp);
+            if (k0 + FKB < n) fl_prefetch(kind, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
+            for (int c0 = 0; c0 < nc; c0 += FT) {
+                const int t = MF_MIN(FT, nc - c0);
+                pack_a(kind, a + (size_t)c0 * a_stride, a_stride, t, k0, kb, ap);
+                if (c0 + FT < nc)
+                    fl_prefetch(kind, a + (size_t)(c0 + FT) * a_stride, a_stride, MF_MIN(FT, nc - c0 - FT), k0, kb);
+                else if (k0 + FKB < n)
+                    fl_prefetch(kind, a, a_stride, MF_MIN(FT, nc), k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
+                fl_tiles[t](kb, wp, ap, k0 == 0, out + (size_t)c0 * out_stride + (size_t)r0, out_stride, rows);
+            }
+        }
+    }
+}
+
+/* Few activation rows: the row tiles (widening each weight once per group of NC activation rows
+ * costs less than packing); else the packed GEMM. */
+#define FLOAT_GEMM(name, tile, T, kind)                                                               \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
+        if (nc >= FL_MIN_NC) {                                                                        \
+            fl_gemm(kind, n, nr, nc, w, w_stride, a, a_stride, out, out_stride);                      \
+            return;                                                                                   \
+        }                                                                                             \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
                 tile(n, (const T *)((const char *)w + (size_t)r * w_stride), (const char *)a + (size_t)c0 * a_stride, \
                      a_stride, MF_MIN(NC, nc - c0), out + (size_t)c0 * out_stride + (size_t)r, out_stride); \
     }
-FLOAT_GEMM(gemm_f32, tile_f32, float)
-FLOAT_GEMM(gemm_f16, tile_f16, uint16_t)
-FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t)
+enum { FL_MIN_NC = 8 };
+FLOAT_GEMM(gemm_f32, tile_f32, float, FL_F32)
+FLOAT_GEMM(gemm_f16, tile_f16, uint16_t, FL_F16)
+FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t, FL_BF16)
 
 void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_0, Q8_0, dot_q4_0_q8_0, gemm_q4_0);
