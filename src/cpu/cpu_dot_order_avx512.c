@@ -304,6 +304,75 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
     _mm256_storeu_ps(out, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc));
 }
 
+/* Q4_1 and Q5_1 in the plain order with minimums (st_q4_1 / st_q5_1 in cpu_dot_order_avx2.c): per
+ * block, acc = fma(d_w * d_a, lanes, acc) with lane p the exact sum of q * a over bytes 4p..4p+3 (q
+ * the unsigned 4- or 5-bit code, straight into vpdpbusd), and s = fma(m_w, s_a, s); hsum8(acc) + s
+ * at the end. As in dot8_q4_0_rp, a register holds four rows' 16 code bytes (row k in quarter k):
+ * its low nibbles (values 0..15) against the activation's first 16 bytes give lanes 0..3 of each
+ * row, its high nibbles lanes 4..7, so the float chains live in two registers per four rows, lo
+ * (quarter k: row k's lanes 0..3) and hi (lanes 4..7), each lane its own chain as in the one-row
+ * dot. A second load of four rows' leading 16 bytes (d m, Q5_1's qh, codes) gives the eight rows'
+ * (d, m) halves, converted together (row r in lanes 2r, 2r+1; the minimum chains run in the odd
+ * lanes of one register), and Q5_1's fifth bits, spread to bytes by vpshufb and tested. */
+static inline __attribute__((always_inline)) void dot8_min32(int kind, int64_t n, const uint8_t *w, size_t ws,
+                                                              const mf_block_q8_1 *a, float *out) {
+    const size_t bs = kind == K_Q4_1 ? sizeof(mf_block_q4_1) : sizeof(mf_block_q5_1);
+    const size_t qo = kind == K_Q4_1 ? offsetof(mf_block_q4_1, qs) : offsetof(mf_block_q5_1, qs);
+    const int lines = (int)((8 * bs + 63) / 64);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), b5 = _mm512_set1_epi8(0x10);
+    /* qh bytes 4, 5 (values 0..15) and 6, 7 (16..31) of a header quarter, each to eight bytes, and
+     * the bit each byte tests */
+    const __m512i pick_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5));
+    const __m512i pick_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7));
+    const __m512i bit = _mm512_set1_epi64((long long)0x8040201008040201ull);
+    /* (d, m) of rows 0..3 are dwords 0 4 8 12 of the first header register, of rows 4..7 of the second */
+    const __m512i dm_idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+    /* each quarter k of a chain register gets row 4g + k's d_w * d_a (float lane 2 (4g + k)) */
+    const __m512i d_idx[2] = {_mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0),
+                              _mm512_set_epi32(14, 14, 14, 14, 12, 12, 12, 12, 10, 10, 10, 10, 8, 8, 8, 8)};
+    __m512 lo[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, hi[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        PREFETCH_NEXT8(w, ws, bs, i, lines);
+        const size_t bi = (size_t)i * bs;
+        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a[i].qs));
+        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a[i].qs + 16)));
+        uint16_t da, sa;
+        memcpy(&da, &a[i].d, 2), memcpy(&sa, &a[i].s, 2);
+        const __m512i hd[2] = {rows4_qs(w, ws, bi), rows4_qs(w + 4 * ws, ws, bi)};
+        const __m512 h = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi32(hd[0], dm_idx, hd[1])));
+        const __m512 d = _mm512_mul_ps(h, _mm512_set1_ps(_cvtsh_ss(da))); /* even lanes: d_w * d_a */
+        s = _mm512_mask3_fmadd_ps(h, _mm512_set1_ps(_cvtsh_ss(sa)), s, (__mmask16)0xAAAA);
+        for (int g = 0; g < 2; g++) {
+            const __m512i x = rows4_qs(w + (size_t)(4 * g) * ws, ws, bi + qo);
+            __m512i ql = _mm512_and_si512(x, m4), qh = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            if (kind == K_Q5_1) {
+                ql = _mm512_mask_add_epi8(ql, _mm512_test_epi8_mask(_mm512_shuffle_epi8(hd[g], pick_lo), bit), ql, b5);
+                qh = _mm512_mask_add_epi8(qh, _mm512_test_epi8_mask(_mm512_shuffle_epi8(hd[g], pick_hi), bit), qh, b5);
+            }
+            const __m512 dg = _mm512_permutexvar_ps(d_idx[g], d);
+            const __m512i zero = _mm512_setzero_si512();
+            lo[g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ql, alo)), lo[g]);
+            hi[g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, qh, ahi)), hi[g]);
+        }
+    }
+    float sm[16], l[2][16], u[2][16];
+    _mm512_storeu_ps(sm, s);
+    for (int g = 0; g < 2; g++) _mm512_storeu_ps(l[g], lo[g]), _mm512_storeu_ps(u[g], hi[g]);
+    for (int r = 0; r < 8; r++) {
+        const int g = r / 4, k = r % 4;
+        const __m256 v = _mm256_setr_m128(_mm_loadu_ps(l[g] + 4 * k), _mm_loadu_ps(u[g] + 4 * k));
+        out[r] = hsum8(v) + sm[2 * r + 1];
+    }
+}
+
+static void dot8_q4_1(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_min32(K_Q4_1, n, w, ws, a, out);
+}
+static void dot8_q5_1(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_min32(K_Q5_1, n, w, ws, a, out);
+}
+
 /* Q6_K in the plain order (see st_q6_K in cpu_dot_order_avx2.c): lane p of a row's step is
  * sum over the super-block's eight 32-value groups of scale * (q * a over bytes 4p..4p+3), q the
  * unsigned 6-bit code, minus 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) with S the activation sums of
@@ -406,6 +475,43 @@ static inline __m256i sum16x8(const __m512i z[8]) {
     return _mm512_castsi512_si256(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
+/* The activation sums of a Q8_K super-block's eight 32-value sub-blocks as int16 (exact: |sum| <=
+ * 32 * 128). */
+static inline __m128i sub_sums8(const int16_t *bsums) {
+    const __m256i bsv = _mm256_loadu_si256((const __m256i *)bsums);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_hadd_epi16(bsv, bsv), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Eight rows' minimum sums (k4_min_sum of the AVX2 file) in row order: sm[p] holds rows 2p, 2p+1's
+ * scales and mins as int16 (row 2p: scales 0..7, mins 8..15; row 2p+1 at 16..31), bs8 the sub-block
+ * sums. */
+static inline __m256i k4_min_sums8(const __m512i sm[4], __m128i bs8) {
+    /* mins against the sub-block sums; madd leaves four partial sums of row 2p in quarter 1 of t[p],
+     * of row 2p+1 in quarter 3 */
+    const __m512i bsm = _mm512_maskz_broadcast_i32x4(0xF0F0, bs8);
+    __m512i t[4];
+    for (int p = 0; p < 4; p++) t[p] = _mm512_madd_epi16(sm[p], bsm);
+    /* quarters [row 2p+2 | row 2p | row 2p+3 | row 2p+1] for p = 0, 2 (rows 0-3, then 4-7) */
+    __m512i v0 = _mm512_add_epi32(t[0], _mm512_shuffle_i64x2(t[1], t[1], _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512i v1 = _mm512_add_epi32(t[2], _mm512_shuffle_i64x2(t[3], t[3], _MM_SHUFFLE(2, 3, 0, 1)));
+    v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_BADC));
+    v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_BADC));
+    v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_CDAB));
+    v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_CDAB));
+    /* row order: rows 0 1 2 3 are quarters 1 3 0 2 of v0; rows 4-7 the same of v1 */
+    return _mm512_castsi512_si256(
+        _mm512_permutex2var_epi32(v0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 24, 16, 28, 20, 8, 0, 12, 4), v1));
+}
+
+/* The scales and mins of rows 2p, 2p+1 as int16 (see k4_min_sums8), p = 0..3, from k4_scales_rows4. */
+static inline void k4_scales8(const uint8_t *w, size_t ws, size_t bi, __m512i sm[4]) {
+    const __m512i k03 = k4_scales_rows4(w, ws, bi + 4), k47 = k4_scales_rows4(w + 4 * ws, ws, bi + 4);
+    sm[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k03));
+    sm[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k03, 1));
+    sm[2] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k47));
+    sm[3] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k47, 1));
+}
+
 static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
     const uint8_t *wb = w;
     const mf_block_q8_K *ab = a;
@@ -425,18 +531,11 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
             av[2 * h + 1] =
                 _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(q + 1)), _mm256_loadu_si256(q + 3), 1);
         }
-        /* activation sums of the eight sub-blocks (int16, exact: |sum| <= 32 * 128) in every quarter */
-        const __m256i bsv = _mm256_loadu_si256((const __m256i *)y->bsums);
-        const __m128i bs8 = _mm256_castsi256_si128(
-            _mm256_permute4x64_epi64(_mm256_hadd_epi16(bsv, bsv), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m128i bs8 = sub_sums8(y->bsums);
         /* scales and mins as int16: rows 2p, 2p+1 in sm[p], row 2p at 0..15 (scales 0..7, mins
          * 8..15), row 2p+1 at 16..31 */
-        const __m512i k03 = k4_scales_rows4(wb, ws, (size_t)i * bs + 4);
-        const __m512i k47 = k4_scales_rows4(wb + 4 * ws, ws, (size_t)i * bs + 4);
-        const __m512i sm[4] = {_mm512_cvtepu8_epi16(_mm512_castsi512_si256(k03)),
-                               _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k03, 1)),
-                               _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k47)),
-                               _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k47, 1))};
+        __m512i sm[4];
+        k4_scales8(wb, ws, (size_t)i * bs, sm);
         __m512i z[8];
         for (int r = 0; r < 8; r++) {
             const mf_block_q4_K *x = (const mf_block_q4_K *)(wb + (size_t)r * ws) + i;
@@ -460,21 +559,7 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
             }
             z[r] = acc_r;
         }
-        /* minimums: mins (int16 8..15 of each row's 16) against the sub-block sums; madd leaves four
-         * partial sums of row 2p in quarter 1 of t[p], of row 2p+1 in quarter 3 */
-        const __m512i bsm = _mm512_maskz_broadcast_i32x4(0xF0F0, bs8);
-        __m512i t[4];
-        for (int p = 0; p < 4; p++) t[p] = _mm512_madd_epi16(sm[p], bsm);
-        /* quarters [row 2p+2 | row 2p | row 2p+3 | row 2p+1] for p = 0, 2 (rows 0-3, then 4-7) */
-        __m512i v0 = _mm512_add_epi32(t[0], _mm512_shuffle_i64x2(t[1], t[1], _MM_SHUFFLE(2, 3, 0, 1)));
-        __m512i v1 = _mm512_add_epi32(t[2], _mm512_shuffle_i64x2(t[3], t[3], _MM_SHUFFLE(2, 3, 0, 1)));
-        v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_BADC));
-        v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_BADC));
-        v0 = _mm512_add_epi32(v0, _mm512_shuffle_epi32(v0, _MM_PERM_CDAB));
-        v1 = _mm512_add_epi32(v1, _mm512_shuffle_epi32(v1, _MM_PERM_CDAB));
-        /* row order: rows 0 1 2 3 are quarters 1 3 0 2 of v0; rows 4-7 the same of v1 */
-        const __m256i msum = _mm512_castsi512_si256(
-            _mm512_permutex2var_epi32(v0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 24, 16, 28, 20, 8, 0, 12, 4), v1));
+        const __m256i msum = k4_min_sums8(sm, bs8);
         const __m256 da = _mm256_set1_ps(y->d);
         const __m256 d = _mm256_mul_ps(scales8(wb, ws, (size_t)i * bs), da);
         const __m256 dm = _mm256_mul_ps(scales8(wb + 2, ws, (size_t)i * bs), da);
@@ -484,6 +569,63 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
     _mm256_storeu_ps(out, _mm256_sub_ps(acc, accm));
 }
 
+/* Q5_K in the plain order (st_q5_K in cpu_dot_order_avx2.c): per super-block, acc = fma(d_a * d_w,
+ * lanes, acc) with lane p = sum over the eight sub-blocks j of sc[j] * (q * a over bytes 4p..4p+3 of
+ * sub-block j), q the 5-bit code; s = fma(-d_a * dmin_w, (float)msum, s), msum = sum over j of
+ * mn[j] * (activation sum of sub-block j); hsum8(acc) + s at the end. Rows 2p, 2p+1 share a
+ * register: qs chunk c of each (sub-blocks 2c, 2c+1 in the low and high nibbles), the fifth bits
+ * from their qh (bit 2c / 2c+1 of byte k, rotated to bit 4 of the byte), maddubs against sub-block
+ * 2c's (2c+1's) activations in both halves, then vpdpwssd by the row's scale spread over its half,
+ * so the i32 lanes are row 2p's eight lanes, then row 2p+1's: no folding. */
+static void dot8_q5_K(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    const uint8_t *wb = w;
+    const mf_block_q8_K *ab = a;
+    const size_t bs = sizeof(mf_block_q5_K);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), b5 = _mm512_set1_epi8(0x10);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        PREFETCH_NEXT8(wb, ws, bs, i, (int)((8 * bs + 63) / 64));
+        const mf_block_q8_K *y = ab + i;
+        const size_t bi = (size_t)i * bs;
+        __m512i sm[4];
+        k4_scales8(wb, ws, bi, sm);
+        const __m256i msum = k4_min_sums8(sm, sub_sums8(y->bsums));
+        const __m256 da = _mm256_set1_ps(y->d), nda = _mm256_set1_ps(-y->d);
+        const __m256 d = _mm256_mul_ps(da, scales8(wb, ws, bi));
+        s = _mm256_fmadd_ps(_mm256_mul_ps(nda, scales8(wb + 2, ws, bi)), _mm256_cvtepi32_ps(msum), s);
+        for (int p = 0; p < 4; p++) {
+            const mf_block_q5_K *x0 = (const mf_block_q5_K *)(wb + (size_t)(2 * p) * ws + bi);
+            const mf_block_q5_K *x1 = (const mf_block_q5_K *)(wb + (size_t)(2 * p + 1) * ws + bi);
+            /* int16 lanes [row 2p's scales | again | row 2p+1's | again]: vpshufb spreads one */
+            const __m512i sc = _mm512_shuffle_i64x2(sm[p], sm[p], _MM_SHUFFLE(2, 2, 0, 0));
+            const __m512i h = load_pair((const int8_t *)x0->qh, (const int8_t *)x1->qh);
+            __m512i z = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                const __m512i x = load_pair((const int8_t *)x0->qs + 32 * c, (const int8_t *)x1->qs + 32 * c);
+                /* bit 2c (2c+1) of a qh byte rotated to bit 4, then (code | (rot & 0x10)) */
+                const __m512i rl = _mm512_rolv_epi64(h, _mm512_set1_epi64((4 - 2 * c) & 63));
+                const __m512i rh = _mm512_rolv_epi64(h, _mm512_set1_epi64((3 - 2 * c) & 63));
+                const __m512i ql = _mm512_ternarylogic_epi32(_mm512_and_si512(x, m4), rl, b5, 0xF8);
+                const __m512i qh = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), rh, b5, 0xF8);
+                const __m512i al = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+                const __m512i ah = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+                const __m512i sl = _mm512_shuffle_epi8(sc, _mm512_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                const __m512i sh = _mm512_shuffle_epi8(sc, _mm512_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+                z = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(ql, al), sl);
+                z = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(qh, ah), sh);
+            }
+            acc[p] = _mm512_fmadd_ps(spread2(d, p), _mm512_cvtepi32_ps(z), acc[p]);
+        }
+    }
+    float sv[8];
+    _mm256_storeu_ps(sv, s);
+    for (int p = 0; p < 4; p++) {
+        out[2 * p] = hsum8(_mm512_castps512_ps256(acc[p])) + sv[2 * p];
+        out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p], 1)) + sv[2 * p + 1];
+    }
+}
+
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
     if (variant == MF_ORDER_REPACKED_GEMV && t == MF_TYPE_Q4_K) return dot8_q4_K_rp;
     if (variant != MF_ORDER_PLAIN && t == MF_TYPE_Q4_0) return dot8_q4_0_rp;
@@ -491,6 +633,9 @@ mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
     switch (t) {
     case MF_TYPE_Q8_0: return dot8_q8_0;
     case MF_TYPE_Q5_0: return dot8_q5_0;
+    case MF_TYPE_Q4_1: return dot8_q4_1;
+    case MF_TYPE_Q5_1: return dot8_q5_1;
+    case MF_TYPE_Q5_K: return dot8_q5_K;
     case MF_TYPE_Q6_K: return dot8_q6_K;
     default: return NULL;
     }
