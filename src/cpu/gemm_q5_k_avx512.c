@@ -36,7 +36,7 @@ enum { ROWS = 16, TILE = 8, QK = 256 };
 typedef struct {
     __m512i q[8][8]; /* [p][j]: bytes 32j+4p .. 32j+4p+3 of the row's 256 q (0..31) */
     __m512i sc[4];   /* [k]: int16 pair (sc[2k], sc[2k+1]) */
-    __m512i mn[8];   /* [j]: int16 pair (mn[j], mn[j]) */
+    __m512i mn[4];   /* [i]: int16 pair (mn[2i], mn[2i+1]) */
     __m512 d, dmin;  /* h2f(w.d), h2f(w.dmin) */
 } panel_sb;
 
@@ -98,9 +98,9 @@ static __attribute__((noinline)) void unpack_panel(const mf_weight *w, int64_t r
             s->sc[k] = _mm512_shuffle_epi8(s0, bytes_to_i16(2 * k, 2 * k + 1));
             s->sc[2 + k] = _mm512_shuffle_epi8(s1, bytes_to_i16(2 * k, 2 * k + 1));
         }
-        for (int j = 0; j < 4; j++) {
-            s->mn[j] = _mm512_shuffle_epi8(n0, bytes_to_i16(j, j));
-            s->mn[4 + j] = _mm512_shuffle_epi8(n1, bytes_to_i16(j, j));
+        for (int k = 0; k < 2; k++) {
+            s->mn[k] = _mm512_shuffle_epi8(n0, bytes_to_i16(2 * k, 2 * k + 1));
+            s->mn[2 + k] = _mm512_shuffle_epi8(n1, bytes_to_i16(2 * k, 2 * k + 1));
         }
         s->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(X[0]));
         s->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(X[0], 16)));
@@ -134,6 +134,8 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
     const size_t rs = act_row, rs3 = 3 * act_row;
     __m512 f[TILE][8], fm[TILE];
     for (int t = 0; t < T; t++) {
+        _mm_prefetch((const char *)(y + (size_t)t * ldy), _MM_HINT_T0);
+        _mm_prefetch((const char *)(y + (size_t)t * ldy + 15), _MM_HINT_T0);
         fm[t] = _mm512_setzero_ps();
         for (int p = 0; p < 8; p++) f[t][p] = _mm512_setzero_ps();
     }
@@ -147,12 +149,11 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
             memcpy(&ad, a0 + (size_t)t * act_row + offsetof(mf_block_q8_K, d), sizeof ad);
             dv[t] = _mm512_mul_ps(_mm512_set1_ps(ad), s->d);
             const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(-ad), s->dmin);
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)(a0 + (size_t)t * act_row + offsetof(mf_block_q8_K, bsums)));
+            uint32_t pb[4];
+            _mm_storeu_si128((__m128i *)pb, _mm256_cvtepi32_epi16(_mm256_add_epi16(bs, _mm256_srli_epi32(bs, 16))));
             __m512i msum = _mm512_setzero_si512();
-            for (int j = 0; j < 8; j++) {
-                const uint8_t *p0 = a0 + offsetof(mf_block_q8_K, bsums) + 4 * j;
-                const uint8_t *p4 = a4 + offsetof(mf_block_q8_K, bsums) + 4 * j;
-                TOK_ASM("vpdpwssd", msum, s->mn[j], t, p0, p4, rs, rs3)
-            }
+            for (int i = 0; i < 4; i++) msum = _mm512_dpwssd_epi32(msum, s->mn[i], _mm512_set1_epi32((int)pb[i]));
             fm[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(msum), fm[t]);
         }
         for (int p = 0; p < 8; p++) {
