@@ -3,15 +3,11 @@
  * st_q4_1's value. */
 #include "cpu/gemm_q_1_avx512.h"
 
-/* Unsigned values: value j is the low nibble of qs[j], value 16 + j its high nibble. */
-static inline __attribute__((always_inline)) __m256i load_q4_1(const uint8_t *block) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)((const mf_block_q4_1 *)block)->qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-}
+#include <stddef.h>
 
 /* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
 static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
-    q1g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q4_1), load_q4_1);
+    q1g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q4_1), offsetof(mf_block_q4_1, qs), false);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,

@@ -45,9 +45,6 @@ enum {
     Q1G_STATE = 9,               /* accumulator vectors per token between slices */
 };
 
-/* A type's unsigned weight values of one block (d_w and m_w are its first two fields). */
-typedef __m256i q1g_load_fn(const uint8_t *block);
-
 /* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (block i0 first). */
 typedef void q1g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
 
@@ -66,60 +63,70 @@ static size_t q1g_scratch_size(int64_t K) {
            (size_t)(max_chunk * nb) * 2 * sizeof(float);
 }
 
-/* Sixteen rows' 32 unsigned weight bytes of one block (rows past the matrix zero) -> the block's
- * eight weight vectors, and their d_w, m_w (halves) -> its two float vectors. A 16 x 8 transpose of
- * i32: rows j, j + 4 (and j + 8, j + 12) share a zmm, two unpack stages gather four rows' same dword
- * within each 128-bit lane, one lane shuffle puts rows 0-3, 4-7, 8-11, 12-15 in order. */
-static inline __attribute__((always_inline)) void q1g_store_block(const __m256i r[16], const uint16_t dh[16],
-                                                                  const uint16_t mh[16], uint8_t *block) {
-    __m512i z[8], t[8], u[8];
-    for (int j = 0; j < 4; j++) {
-        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(r[j]), r[j + 4], 1);
-        z[4 + j] = _mm512_inserti64x4(_mm512_castsi256_si512(r[j + 8]), r[j + 12], 1);
-    }
-    for (int h = 0; h < 2; h++) {
-        __m512i *zz = z + 4 * h, *tt = t + 4 * h, *uu = u + 4 * h;
-        tt[0] = _mm512_unpacklo_epi32(zz[0], zz[1]);
-        tt[1] = _mm512_unpackhi_epi32(zz[0], zz[1]);
-        tt[2] = _mm512_unpacklo_epi32(zz[2], zz[3]);
-        tt[3] = _mm512_unpackhi_epi32(zz[2], zz[3]);
-        /* uu[q] lane 0: rows 0-3 (of this half) dword q, lane 1: dword 4 + q; lanes 2, 3 the same
-         * for the rows 4 further on. */
-        uu[0] = _mm512_unpacklo_epi64(tt[0], tt[2]);
-        uu[1] = _mm512_unpackhi_epi64(tt[0], tt[2]);
-        uu[2] = _mm512_unpacklo_epi64(tt[1], tt[3]);
-        uu[3] = _mm512_unpackhi_epi64(tt[1], tt[3]);
-    }
-    __m512i *out = (__m512i *)block;
-    for (int q = 0; q < 4; q++) {
-        _mm512_store_si512(out + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88));
-        _mm512_store_si512(out + 4 + q, _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD));
-    }
-    _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
-    _mm512_store_ps(out + 9, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)mh)));
-}
-
-/* The per-type repack (q1g_repack_fn) around load: blocks [i0, i1) of rows [ob, ob + nr), rows past
- * nr as zeros. Inlined into each type's repack with its load, so no call remains per block. */
+/* Blocks [i0, i1) of rows [ob, ob + nr) of w (block_bytes each: d_w, m_w, for Q5_1 qh at byte 4, the
+ * 16 bytes qs at qs_off) -> the panel layout above. Value j of a block is the low nibble of qs[j],
+ * value 16 + j its high nibble (plus, for Q5_1, bit j of qh as 0x10), so lane p < 4 of the ordered
+ * dot is the low nibbles of qs dword p and lane p + 4 their high nibbles: the panel is a 16 x 4
+ * transpose of the rows' qs dwords, split into nibbles. Four rows' qs in one zmm (row 4k + j in its
+ * 128-bit lane j), a dword permute within each makes lane 4p + j dword p of row 4k + j, and a 4 x 4
+ * transpose of the 128-bit lanes gathers dword p of rows 0..15. d_w, m_w (and qh) come by one
+ * gather each. Rows past nr read a zero block. */
 static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
                                                                   int64_t i1, uint8_t *panel, size_t block_bytes,
-                                                                  q1g_load_fn *load) {
+                                                                  size_t qs_off, bool has_qh) {
+    static const uint8_t zero_block[32] __attribute__((aligned(32)));
+    const uint8_t *row[16];
+    size_t step[16];
+    for (int k = 0; k < 16; k++) {
+        row[k] = k < nr ? (const uint8_t *)w->data + (size_t)(ob + k) * w->row_bytes : zero_block;
+        step[k] = k < nr ? block_bytes : 0;
+    }
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i offs = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)w->row_bytes));
+    const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i lo = _mm512_set1_epi8(0x0F);
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     for (int64_t i = i0; i < i1; i++) {
-        __m256i r[16];
-        uint16_t dh[16], mh[16];
-        for (int k = 0; k < 16; k++) {
-            if (k < nr) {
-                const uint8_t *b = base + (size_t)k * w->row_bytes + (size_t)i * block_bytes;
-                r[k] = load(b);
-                memcpy(&dh[k], b, sizeof dh[k]);
-                memcpy(&mh[k], b + 2, sizeof mh[k]);
-            } else {
-                r[k] = _mm256_setzero_si256();
-                dh[k] = mh[k] = 0;
+        __m512i z[4];
+        for (int k = 0; k < 4; k++) {
+#define Q1G_QS(j) _mm_loadu_si128((const __m128i *)(row[4 * k + (j)] + i * step[4 * k + (j)] + qs_off))
+            __m512i v = _mm512_castsi128_si512(Q1G_QS(0));
+            v = _mm512_inserti32x4(v, Q1G_QS(1), 1);
+            v = _mm512_inserti32x4(v, Q1G_QS(2), 2);
+            v = _mm512_inserti32x4(v, Q1G_QS(3), 3);
+#undef Q1G_QS
+            z[k] = _mm512_permutexvar_epi32(perm, v);
+        }
+        const __m512i a0 = _mm512_shuffle_i32x4(z[0], z[1], 0x44), a1 = _mm512_shuffle_i32x4(z[0], z[1], 0xEE);
+        const __m512i b0 = _mm512_shuffle_i32x4(z[2], z[3], 0x44), b1 = _mm512_shuffle_i32x4(z[2], z[3], 0xEE);
+        const __m512i q[4] = {_mm512_shuffle_i32x4(a0, b0, 0x88), _mm512_shuffle_i32x4(a0, b0, 0xDD),
+                              _mm512_shuffle_i32x4(a1, b1, 0x88), _mm512_shuffle_i32x4(a1, b1, 0xDD)};
+        __m512i v[8];
+        for (int p = 0; p < 4; p++) {
+            v[p] = _mm512_and_si512(q[p], lo);
+            v[p + 4] = _mm512_and_si512(_mm512_srli_epi16(q[p], 4), lo);
+        }
+        const uint8_t *bb = base + (size_t)i * block_bytes;
+        if (has_qh) {
+            /* Byte b of vector p is value 4p + b: bit 4p + b of qh, i.e. bit 4 (p % 2) + b of qh byte
+             * p / 2, spread to the dword's four bytes by a byte shuffle and tested. */
+            const __m512i qh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offs, bb + 4, 1);
+            const __m512i c16 = _mm512_set1_epi8(0x10);
+            for (int p = 0; p < 8; p++) {
+                const int8_t h = (int8_t)(p / 2);
+                const __m512i pick = _mm512_add_epi8(_mm512_set1_epi32(h * 0x01010101),
+                                                     _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0));
+                const __m512i bits = _mm512_set1_epi32(p % 2 ? (int)0x80402010 : 0x08040201);
+                const __mmask64 m = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, pick), bits);
+                v[p] = _mm512_mask_add_epi8(v[p], m, v[p], c16);
             }
         }
-        q1g_store_block(r, dh, mh, panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
+        __m512i *out = (__m512i *)(panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
+        for (int p = 0; p < 8; p++) _mm512_store_si512(out + p, v[p]);
+        const __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offs, bb, 1);
+        _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+        _mm512_store_ps(out + 9, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
     }
 }
 
