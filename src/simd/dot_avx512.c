@@ -257,13 +257,13 @@ FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
  * Output tile: 16 weight rows (one register, row r in lane r) x FT activation rows (FT registers),
  * so acc[c] is out[c][r0 .. r0+15] as it lies in memory and no horizontal sums are needed. Per
  * block of up to FKB values of k:
- *   wp[k][r]  (f32, 64 bytes per k): the 16 rows' weights, widened and transposed 16 x 16 at a
- *             time, rows >= nr zero, k padded to a multiple of 16 with zeros;
- *   ap[c][k]  (f32, FKB floats per activation row): FT activation rows widened once;
- * then per k one weight-register load and FT fmas with the activation broadcast from memory. Both
- * buffers (2 x 16 KB) stay in L1. Each block's sums start at zero and are added to out, so a sum
- * is a chain of at most FKB products plus one add per block. */
-enum { FT = 16, FKB = 256, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
+ *   ap[c][k]  (f32, FKB floats per activation row): up to FNC activation rows widened once (32 KB);
+ *   wp[k][r]  (f32, 64 bytes per k): a panel's 16 rows' weights, widened and transposed 16 x 16 at
+ *             a time, rows >= nr zero, k padded to a multiple of 16 with zeros (8 KB);
+ * then per k one weight-register load and FT fmas with the activation broadcast from memory. Each
+ * block's sums start at zero and are added to out, so a sum is a chain of at most FKB products plus
+ * one add per block. */
+enum { FT = 16, FNC = 64, FKB = 128, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
 
 /* 16 values of a float row from index i, lanes outside mask m zero (and not read) */
 static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
@@ -332,11 +332,14 @@ static inline void pack_a(int kind, const char *a, size_t a_stride, int nc, int6
 static inline __attribute__((always_inline)) void fl_tile(int T, int kb, const float *wp, const float *ap, bool first,
                                                           float *out, size_t out_stride, __mmask16 rows) {
     __m512 acc[FT];
+#pragma GCC unroll 16
     for (int c = 0; c < T; c++) acc[c] = _mm512_setzero_ps();
     for (int k = 0; k < kb; k++) {
         const __m512 w = _mm512_load_ps(wp + (size_t)k * 16);
+#pragma GCC unroll 16
         for (int c = 0; c < T; c++) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(ap[c * FKB + k]), acc[c]);
     }
+#pragma GCC unroll 16
     for (int c = 0; c < T; c++) {
         float *o = out + (size_t)c * out_stride;
         if (!first) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(rows, o));
@@ -357,36 +360,39 @@ static const fl_tile_fn fl_tiles[FT + 1] = {NULL,        fl_tile_1,  fl_tile_2, 
                                             fl_tile_6,   fl_tile_7,  fl_tile_8,  fl_tile_9,  fl_tile_10, fl_tile_11,
                                             fl_tile_12,  fl_tile_13, fl_tile_14, fl_tile_15, fl_tile_16};
 
-/* Loop order: 16-row panels, k-blocks, groups of FT activation rows. The activations, read in runs
- * of one block from up to 64 rows, are more streams than the hardware prefetcher follows: each group
- * fetches the next group's block (or the first group's next block) while it computes, and each
- * panel block the panel's next block. */
+/* Loop order: chunks of FNC activation rows, k-blocks, 16-row panels, groups of FT activation rows.
+ * A chunk's block is widened once for all panels and each panel block packed once per chunk: the
+ * widening costs about one fma in eight at 16 rows, so a caller passing more rows per call (and
+ * more activation rows, for the packing) spends less of its time on either. Both are read in short
+ * runs from many rows, more streams than the hardware prefetcher follows: each block prefetches the
+ * next block of the activation rows and of the panel. */
 static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a,
                     size_t a_stride, float *out, size_t out_stride) {
-    _Alignas(64) float wp[FKB * 16], ap[FT * FKB];
-    for (int r0 = 0; r0 < nr; r0 += 16) {
-        const int pr = MF_MIN(16, nr - r0);
-        const __mmask16 rows = mask16(pr);
-        const char *wr = w + (size_t)r0 * w_stride;
+    _Alignas(64) float wp[FKB * 16], ap[FNC * FKB];
+    for (int cc = 0; cc < nc; cc += FNC) {
+        const int cn = MF_MIN(FNC, nc - cc);
+        const char *ac = a + (size_t)cc * a_stride;
+        float *oc = out + (size_t)cc * out_stride;
         for (int64_t k0 = 0; k0 < n; k0 += FKB) {
             const int kb = (int)MF_MIN(FKB, n - k0);
-            pack_w(kind, wr, w_stride, pr, k0, kb, wp);
-            if (k0 + FKB < n) fl_prefetch(kind, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
-            for (int c0 = 0; c0 < nc; c0 += FT) {
-                const int t = MF_MIN(FT, nc - c0);
-                pack_a(kind, a + (size_t)c0 * a_stride, a_stride, t, k0, kb, ap);
-                if (c0 + FT < nc)
-                    fl_prefetch(kind, a + (size_t)(c0 + FT) * a_stride, a_stride, MF_MIN(FT, nc - c0 - FT), k0, kb);
-                else if (k0 + FKB < n)
-                    fl_prefetch(kind, a, a_stride, MF_MIN(FT, nc), k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
-                fl_tiles[t](kb, wp, ap, k0 == 0, out + (size_t)c0 * out_stride + (size_t)r0, out_stride, rows);
+            pack_a(kind, ac, a_stride, cn, k0, kb, ap);
+            if (k0 + FKB < n) fl_prefetch(kind, ac, a_stride, cn, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
+            for (int r0 = 0; r0 < nr; r0 += 16) {
+                const int pr = MF_MIN(16, nr - r0);
+                const char *wr = w + (size_t)r0 * w_stride;
+                pack_w(kind, wr, w_stride, pr, k0, kb, wp);
+                if (k0 + FKB < n) fl_prefetch(kind, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
+                for (int c0 = 0; c0 < cn; c0 += FT)
+                    fl_tiles[MF_MIN(FT, cn - c0)](kb, wp, ap + (size_t)c0 * FKB, k0 == 0,
+                                                  oc + (size_t)c0 * out_stride + (size_t)r0, out_stride, mask16(pr));
             }
         }
     }
 }
 
-/* Few activation rows: the row tiles (widening each weight once per group of NC activation rows
- * costs less than packing); else the packed GEMM. */
+/* Under FL_MIN_NC activation rows the row tiles (widening each weight once per group of NC
+ * activation rows costs less than packing the panel; measured crossover at 16 x 896: 5); else the
+ * packed GEMM. */
 #define FLOAT_GEMM(name, tile, T, kind)                                                               \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
@@ -399,7 +405,7 @@ static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w
                 tile(n, (const T *)((const char *)w + (size_t)r * w_stride), (const char *)a + (size_t)c0 * a_stride, \
                      a_stride, MF_MIN(NC, nc - c0), out + (size_t)c0 * out_stride + (size_t)r, out_stride); \
     }
-enum { FL_MIN_NC = 8 };
+enum { FL_MIN_NC = 5 };
 FLOAT_GEMM(gemm_f32, tile_f32, float, FL_F32)
 FLOAT_GEMM(gemm_f16, tile_f16, uint16_t, FL_F16)
 FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t, FL_BF16)
