@@ -75,7 +75,7 @@ static void test_shape(mf_simd_level lv, int ti, mf_type t, int64_t n, int nr, i
                 exact += (double)wr[i] * (double)ac[i];
                 mag += fabs((double)wr[i] * (double)ac[i]);
             }
-            /* a chain of up to 128 products per block plus one add per block: 4e-6 * sum |w a| is
+            /* chains of up to 64 products per block plus one add per block: 4e-6 * sum |w a| is
              * far above the rounding seen with random signs, far below any wrong index or lane */
             const double err = fabs((double)got - exact);
             if (mag > 0 && err / mag > worst_ratio[ti]) worst_ratio[ti] = err / mag;

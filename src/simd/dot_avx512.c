@@ -254,16 +254,18 @@ FLOAT_TILE(tile_f16, uint16_t, load_f16x16, maskload_f16x16)
 FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
 
 /* ---- float GEMM: outer products on a packed weight panel ------------------------------------
- * Output tile: 16 weight rows (one register, row r in lane r) x FT activation rows (FT registers),
- * so acc[c] is out[c][r0 .. r0+15] as it lies in memory and no horizontal sums are needed. Per
+ * Output tile: 16 weight rows x FT activation rows, in two registers per activation row (rows 0-7,
+ * rows 8-15) whose lanes are (row, k parity): lane 2i+e sums row i's products over k = e mod 2. Per
  * block of up to FKB values of k:
  *   ap[c][k]  (f32, FKB floats per activation row): up to FNC activation rows widened once (32 KB);
- *   wp[k][r]  (f32, 64 bytes per k): a panel's 16 rows' weights, widened and transposed 16 x 16 at
- *             a time, rows >= nr zero, k padded to a multiple of 16 with zeros (8 KB);
- * then per k one weight-register load and FT fmas with the activation broadcast from memory. Each
- * block's sums start at zero and are added to out, so a sum is a chain of at most FKB products plus
- * one add per block. */
-enum { FT = 16, FNC = 64, FKB = 128, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
+ *   wp[p][h][2i+e] (f32, 128 bytes per pair p of k values): weight row 8h+i at k = 2p+e, i.e. a
+ *             panel's 16 rows widened and transposed in 64-bit pairs; rows >= nr zero, k padded to
+ *             a multiple of 16 with zeros (8 KB);
+ * then per pair of k two weight-register loads, and per activation row one 64-bit broadcast of
+ * (a[2p], a[2p+1]) and two fmas (fewer loads per fma than a 32-bit broadcast per k, and half the
+ * transposing). Each block's sums start at zero and are added to out, so a sum is two chains of at
+ * most FKB / 2 products plus one add per block. */
+enum { FT = 12, FNC = 64, FKB = 128, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
 
 /* 16 values of a float row from index i, lanes outside mask m zero (and not read) */
 static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
@@ -273,31 +275,23 @@ static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* r[i][j] -> r[j][i]. Pairs of rows interleave (ps, then pd unpacks: register 4i+m then holds
- * column 4l+m of rows 4i..4i+3 in 128-bit lane l), then 128-bit lanes gather column c = 4l+m from
- * registers m, 4+m, 8+m, 12+m. */
-static inline void transpose16(__m512 r[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 8; i++) {
-        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+/* Eight rows of 16 floats, seen as eight 64-bit pairs each (pair p = values 2p, 2p+1): r[i].pair[p]
+ * -> r[p].pair[i]. Pair unpacks of rows 2q, 2q+1 put pair 2l+e of both in 128-bit lane l of
+ * t[2q+e]; 128-bit lanes then gather pair 2l+e from t[e], t[2+e], t[4+e], t[6+e]. */
+static inline void transpose8x2(__m512 r[8]) {
+    __m512d t[8];
+    for (int q = 0; q < 4; q++) {
+        const __m512d x = _mm512_castps_pd(r[2 * q]), y = _mm512_castps_pd(r[2 * q + 1]);
+        t[2 * q] = _mm512_unpacklo_pd(x, y);
+        t[2 * q + 1] = _mm512_unpackhi_pd(x, y);
     }
-    for (int i = 0; i < 4; i++) {
-        const __m512d x0 = _mm512_castps_pd(a[4 * i]), x1 = _mm512_castps_pd(a[4 * i + 1]);
-        const __m512d x2 = _mm512_castps_pd(a[4 * i + 2]), x3 = _mm512_castps_pd(a[4 * i + 3]);
-        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
-        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
-        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
-        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x1, x3));
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512 c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c2 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
-        const __m512 d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
-        const __m512 d2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
-        r[m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
-        r[4 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
-        r[8 + m] = _mm512_shuffle_f32x4(c2, d2, 0x88);
-        r[12 + m] = _mm512_shuffle_f32x4(c2, d2, 0xDD);
+    for (int e = 0; e < 2; e++) {
+        const __m512d u1 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0x44), u2 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0xEE);
+        const __m512d v1 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0x44), v2 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0xEE);
+        r[e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u1, v1, 0x88));
+        r[2 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u1, v1, 0xDD));
+        r[4 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u2, v2, 0x88));
+        r[6 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u2, v2, 0xDD));
     }
 }
 
@@ -310,14 +304,17 @@ static inline void fl_prefetch(int kind, const char *p, size_t stride, int nrows
         for (size_t off = (size_t)k0 * es; off < (size_t)(k0 + kb) * es; off += 64) _mm_prefetch(p + (size_t)i * stride + off, _MM_HINT_T1);
 }
 
-/* wp <- weights k0 .. k0+kb-1 of nr <= 16 rows, as wp[k][r] */
+/* wp <- weights k0 .. k0+kb-1 of nr <= 16 rows in the pair layout (see above) */
 static inline void pack_w(int kind, const char *w, size_t w_stride, int nr, int64_t k0, int kb, float *wp) {
     for (int kk = 0; kk < kb; kk += 16) {
         const __mmask16 m = mask16(kb - kk);
-        __m512 r[16];
-        for (int i = 0; i < 16; i++) r[i] = i < nr ? fl_load(kind, w + (size_t)i * w_stride, k0 + kk, m) : _mm512_setzero_ps();
-        transpose16(r);
-        for (int i = 0; i < 16; i++) _mm512_store_ps(wp + (size_t)(kk + i) * 16, r[i]);
+        for (int h = 0; h < 2; h++) {
+            __m512 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = 8 * h + i < nr ? fl_load(kind, w + (size_t)(8 * h + i) * w_stride, k0 + kk, m) : _mm512_setzero_ps();
+            transpose8x2(r);
+            for (int p = 0; p < 8; p++) _mm512_store_ps(wp + (size_t)(kk / 2 + p) * 32 + 16 * h, r[p]);
+        }
     }
 }
 
@@ -328,22 +325,33 @@ static inline void pack_a(int kind, const char *a, size_t a_stride, int nc, int6
             _mm512_store_ps(ap + (size_t)c * FKB + kk, fl_load(kind, a + (size_t)c * a_stride, k0 + kk, mask16(kb - kk)));
 }
 
-/* out[c][0..15] (+)= sum_k wp[k][.] * ap[c][k] for c < T, rows outside mask rows untouched */
+/* out[c][0..15] (+)= sum_k w[k][.] * ap[c][k] for c < T, rows outside mask rows untouched. acc
+ * lane 2i+e of lo[c] (hi[c]) sums row i (8+i) over k = e mod 2; even and odd lanes are added at the
+ * end, which puts row r in lane r. */
 static inline __attribute__((always_inline)) void fl_tile(int T, int kb, const float *wp, const float *ap, bool first,
                                                           float *out, size_t out_stride, __mmask16 rows) {
-    __m512 acc[FT];
+    __m512 lo[FT], hi[FT];
 #pragma GCC unroll 16
-    for (int c = 0; c < T; c++) acc[c] = _mm512_setzero_ps();
-    for (int k = 0; k < kb; k++) {
-        const __m512 w = _mm512_load_ps(wp + (size_t)k * 16);
+    for (int c = 0; c < T; c++) lo[c] = hi[c] = _mm512_setzero_ps();
+    for (int p = 0; p < (kb + 1) / 2; p++) {
+        const __m512 wl = _mm512_load_ps(wp + (size_t)p * 32), wh = _mm512_load_ps(wp + (size_t)p * 32 + 16);
 #pragma GCC unroll 16
-        for (int c = 0; c < T; c++) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(ap[c * FKB + k]), acc[c]);
+        for (int c = 0; c < T; c++) {
+            double pair;
+            memcpy(&pair, ap + c * FKB + 2 * p, sizeof pair);
+            const __m512 x = _mm512_castpd_ps(_mm512_set1_pd(pair));
+            lo[c] = _mm512_fmadd_ps(wl, x, lo[c]);
+            hi[c] = _mm512_fmadd_ps(wh, x, hi[c]);
+        }
     }
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 #pragma GCC unroll 16
     for (int c = 0; c < T; c++) {
         float *o = out + (size_t)c * out_stride;
-        if (!first) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(rows, o));
-        _mm512_mask_storeu_ps(o, rows, acc[c]);
+        __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(lo[c], even, hi[c]), _mm512_permutex2var_ps(lo[c], odd, hi[c]));
+        if (!first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, o));
+        _mm512_mask_storeu_ps(o, rows, v);
     }
 }
 
@@ -355,17 +363,16 @@ typedef void (*fl_tile_fn)(int kb, const float *wp, const float *ap, bool first,
         fl_tile(T, kb, wp, ap, first, out, out_stride, rows);                                           \
     }
 FL_TILE(1) FL_TILE(2) FL_TILE(3) FL_TILE(4) FL_TILE(5) FL_TILE(6) FL_TILE(7) FL_TILE(8)
-FL_TILE(9) FL_TILE(10) FL_TILE(11) FL_TILE(12) FL_TILE(13) FL_TILE(14) FL_TILE(15) FL_TILE(16)
-static const fl_tile_fn fl_tiles[FT + 1] = {NULL,        fl_tile_1,  fl_tile_2,  fl_tile_3,  fl_tile_4,  fl_tile_5,
-                                            fl_tile_6,   fl_tile_7,  fl_tile_8,  fl_tile_9,  fl_tile_10, fl_tile_11,
-                                            fl_tile_12,  fl_tile_13, fl_tile_14, fl_tile_15, fl_tile_16};
+FL_TILE(9) FL_TILE(10) FL_TILE(11) FL_TILE(12)
+static const fl_tile_fn fl_tiles[FT + 1] = {NULL,       fl_tile_1, fl_tile_2, fl_tile_3,  fl_tile_4,  fl_tile_5, fl_tile_6,
+                                            fl_tile_7,  fl_tile_8, fl_tile_9, fl_tile_10, fl_tile_11, fl_tile_12};
 
 /* Loop order: chunks of FNC activation rows, k-blocks, 16-row panels, groups of FT activation rows.
  * A chunk's block is widened once for all panels and each panel block packed once per chunk: the
  * widening costs about one fma in eight at 16 rows, so a caller passing more rows per call (and
- * more activation rows, for the packing) spends less of its time on either. Both are read in short
- * runs from many rows, more streams than the hardware prefetcher follows: each block prefetches the
- * next block of the activation rows and of the panel. */
+ * more activation rows, for the packing) spends less of its time on either. The panel's weights,
+ * read in short runs from 16 rows (from memory on a panel's first call), are prefetched a block
+ * ahead; the same for the activations measured slower (they are mostly in cache already). */
 static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a,
                     size_t a_stride, float *out, size_t out_stride) {
     _Alignas(64) float wp[FKB * 16], ap[FNC * FKB];
@@ -376,7 +383,6 @@ static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w
         for (int64_t k0 = 0; k0 < n; k0 += FKB) {
             const int kb = (int)MF_MIN(FKB, n - k0);
             pack_a(kind, ac, a_stride, cn, k0, kb, ap);
-            if (k0 + FKB < n) fl_prefetch(kind, ac, a_stride, cn, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
             for (int r0 = 0; r0 < nr; r0 += 16) {
                 const int pr = MF_MIN(16, nr - r0);
                 const char *wr = w + (size_t)r0 * w_stride;
