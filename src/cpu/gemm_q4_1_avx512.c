@@ -16,6 +16,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     q1g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
+/* min_tokens 2: 1 thread, 2 tokens, N x K 4864 x 896: 0.13 vs 0.14 ms for the ordered dots (eight
+ * rows at a time; 0.30 with one row), 896 x 4864: 0.13 vs 0.13; 3 tokens: 0.145 vs 0.20. */
 static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q1g_scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void) { return &gemm; }

@@ -16,6 +16,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     q1g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
+/* min_tokens 2: 1 thread, 2 tokens, N x K 4864 x 896: 0.16 vs 0.17 ms for the ordered dots (eight
+ * rows at a time; 0.40 with one row), 896 x 4864: 0.16 vs 0.165; 3 tokens: 0.18 vs 0.25. */
 static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q1g_scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx512(void) { return &gemm; }
