@@ -2,8 +2,9 @@
  * level this CPU runs, on the shapes the matmul gives it and every tail around them: weight rows
  * 1..40 (one and several 16-row panels), activation rows 1..130 (the few-row path, full and partial
  * groups and chunks), lengths across the 16-value and 128-value blocks, padded strides and odd
- * addresses. Each result within a float summation bound of the exact dot (in double) of the same
- * rounded values; nothing outside the nr x nc block of out is written. */
+ * addresses (the AVX-512 BF16 entry is the AVX512_BF16 one where the CPU has it). Each result
+ * within a float summation bound of the exact dot (in double) of the same rounded values; nothing
+ * outside the nr x nc block of out is written. */
 #include "test.h"
 #include "simd/simd.h"
 #include "core/core.h"

@@ -1,5 +1,6 @@
 /* dot_avx512.c: AVX-512 (F/BW/DQ/VL + VNNI) dot products of the 32-value block formats and the
- * float formats. Two blocks share one 512-bit register: values of block i in bytes 0..31, block
+ * float formats, and their multi-row tiles (the float ones a packed-panel GEMM, with AVX512_BF16
+ * for BF16 where the CPU has it). Two blocks share one 512-bit register: values of block i in bytes 0..31, block
  * i+1 in bytes 32..63; vpdpbusd (u8 x s8, four products summed into each i32 lane) gives each
  * block's integer sum in eight i32 lanes, which are scaled by that block's d_w * d_a.
  * Activations come from the activation quantizers and lie in [-127, 127]. */
@@ -396,6 +397,128 @@ static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w
     }
 }
 
+/* ---- BF16 with AVX512_BF16: vdpbf16ps adds two bf16 products to each f32 lane -----------------
+ * The products are exact in f32 and are added one at a time (denormal inputs and results flushed
+ * to zero, far below any weight or activation), so the sums are those of the fma path in a
+ * different order. The same tiles on bf16 pairs as 32-bit units, without widening:
+ *   ab[c][k]  (bf16, FKB values per activation row): up to FNC activation rows copied (16 KB);
+ *   wb[p][r]  (u32, 64 bytes per pair p of k values): the bf16 pair (k = 2p, 2p+1) of weight row r,
+ *             transposed 16 x 16 pairs at a time; rows >= nr and k past the end zero (4 KB);
+ * then per pair one weight-register load and BT vdpbf16ps with the activation pair broadcast from
+ * memory. */
+#define BF_TARGET __attribute__((target("avx512bf16")))
+enum { BT = 16 };
+
+/* r[i][j] -> r[j][i]. Pairs of rows interleave (ps, then pd unpacks: register 4i+m then holds
+ * column 4l+m of rows 4i..4i+3 in 128-bit lane l), then 128-bit lanes gather column c = 4l+m from
+ * registers m, 4+m, 8+m, 12+m. */
+static inline void transpose16(__m512 r[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d x0 = _mm512_castps_pd(a[4 * i]), x1 = _mm512_castps_pd(a[4 * i + 1]);
+        const __m512d x2 = _mm512_castps_pd(a[4 * i + 2]), x3 = _mm512_castps_pd(a[4 * i + 3]);
+        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
+        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
+        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
+        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x1, x3));
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512 c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c2 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+        const __m512 d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
+        const __m512 d2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(c2, d2, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(c2, d2, 0xDD);
+    }
+}
+
+
+static inline __mmask32 mask32(int64_t left) { return left >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1); }
+
+static inline void bf_pack_w(const char *w, size_t w_stride, int nr, int64_t k0, int kb, uint32_t *wb) {
+    for (int kk = 0; kk < kb; kk += 32) {
+        const __mmask32 m = mask32(kb - kk);
+        __m512 r[16];
+        for (int i = 0; i < 16; i++)
+            r[i] = i < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(m, (const uint16_t *)(w + (size_t)i * w_stride) + k0 + kk))
+                          : _mm512_setzero_ps();
+        transpose16(r);
+        for (int p = 0; p < 16; p++) _mm512_store_ps(wb + (size_t)(kk / 2 + p) * 16, r[p]);
+    }
+}
+
+static inline void bf_pack_a(const char *a, size_t a_stride, int nc, int64_t k0, int kb, uint16_t *ab) {
+    for (int c = 0; c < nc; c++)
+        for (int kk = 0; kk < kb; kk += 32)
+            _mm512_store_si512(ab + (size_t)c * FKB + kk,
+                               _mm512_maskz_loadu_epi16(mask32(kb - kk), (const uint16_t *)(a + (size_t)c * a_stride) + k0 + kk));
+}
+
+static inline __attribute__((always_inline)) BF_TARGET void bf_tile(int T, int kb, const uint32_t *wb, const uint16_t *ab,
+                                                                    bool first, float *out, size_t out_stride, __mmask16 rows) {
+    __m512 acc[BT];
+#pragma GCC unroll 16
+    for (int c = 0; c < T; c++) acc[c] = _mm512_setzero_ps();
+    for (int p = 0; p < (kb + 1) / 2; p++) {
+        const __m512bh w = (__m512bh)_mm512_load_si512(wb + (size_t)p * 16);
+#pragma GCC unroll 16
+        for (int c = 0; c < T; c++) {
+            uint32_t x;
+            memcpy(&x, ab + c * FKB + 2 * p, sizeof x);
+            acc[c] = _mm512_dpbf16_ps(acc[c], w, (__m512bh)_mm512_set1_epi32((int)x));
+        }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < T; c++) {
+        float *o = out + (size_t)c * out_stride;
+        if (!first) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(rows, o));
+        _mm512_mask_storeu_ps(o, rows, acc[c]);
+    }
+}
+
+typedef void (*bf_tile_fn)(int kb, const uint32_t *wb, const uint16_t *ab, bool first, float *out, size_t out_stride,
+                           __mmask16 rows);
+#define BF_TILE(T)                                                                                      \
+    static BF_TARGET void bf_tile_##T(int kb, const uint32_t *wb, const uint16_t *ab, bool first, float *out, \
+                                      size_t out_stride, __mmask16 rows) {                              \
+        bf_tile(T, kb, wb, ab, first, out, out_stride, rows);                                           \
+    }
+BF_TILE(1) BF_TILE(2) BF_TILE(3) BF_TILE(4) BF_TILE(5) BF_TILE(6) BF_TILE(7) BF_TILE(8)
+BF_TILE(9) BF_TILE(10) BF_TILE(11) BF_TILE(12) BF_TILE(13) BF_TILE(14) BF_TILE(15) BF_TILE(16)
+static const bf_tile_fn bf_tiles[BT + 1] = {NULL,       bf_tile_1,  bf_tile_2,  bf_tile_3,  bf_tile_4,  bf_tile_5,
+                                            bf_tile_6,  bf_tile_7,  bf_tile_8,  bf_tile_9,  bf_tile_10, bf_tile_11,
+                                            bf_tile_12, bf_tile_13, bf_tile_14, bf_tile_15, bf_tile_16};
+
+/* the loop order of fl_gemm */
+static void bf_gemm(int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a, size_t a_stride,
+                    float *out, size_t out_stride) {
+    _Alignas(64) uint32_t wb[FKB / 2 * 16];
+    _Alignas(64) uint16_t ab[FNC * FKB];
+    for (int cc = 0; cc < nc; cc += FNC) {
+        const int cn = MF_MIN(FNC, nc - cc);
+        const char *ac = a + (size_t)cc * a_stride;
+        float *oc = out + (size_t)cc * out_stride;
+        for (int64_t k0 = 0; k0 < n; k0 += FKB) {
+            const int kb = (int)MF_MIN(FKB, n - k0);
+            bf_pack_a(ac, a_stride, cn, k0, kb, ab);
+            for (int r0 = 0; r0 < nr; r0 += 16) {
+                const int pr = MF_MIN(16, nr - r0);
+                const char *wr = w + (size_t)r0 * w_stride;
+                bf_pack_w(wr, w_stride, pr, k0, kb, wb);
+                if (k0 + FKB < n) fl_prefetch(FL_BF16, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
+                for (int c0 = 0; c0 < cn; c0 += BT)
+                    bf_tiles[MF_MIN(BT, cn - c0)](kb, wb, ab + (size_t)c0 * FKB, k0 == 0,
+                                                  oc + (size_t)c0 * out_stride + (size_t)r0, out_stride, mask16(pr));
+            }
+        }
+    }
+}
+
 /* Under FL_MIN_NC activation rows the row tiles (widening each weight once per group of NC
  * activation rows costs less than packing the panel; measured crossover at 16 x 896: 5); else the
  * packed GEMM. */
@@ -416,6 +539,13 @@ FLOAT_GEMM(gemm_f32, tile_f32, float, FL_F32)
 FLOAT_GEMM(gemm_f16, tile_f16, uint16_t, FL_F16)
 FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t, FL_BF16)
 
+/* BF16 where the CPU has AVX512_BF16 (checked once, at registration) */
+static void gemm_bf16_dp(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a, size_t a_stride,
+                         float *out, size_t out_stride) {
+    if (nc < FL_MIN_NC) gemm_bf16(n, nr, nc, w, w_stride, a, a_stride, out, out_stride);
+    else bf_gemm(n, nr, nc, w, w_stride, a, a_stride, out, out_stride);
+}
+
 void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_0, Q8_0, dot_q4_0_q8_0, gemm_q4_0);
     MF_SIMD_SET_DOT(t, Q4_1, Q8_1, dot_q4_1_q8_1, gemm_q4_1);
@@ -424,5 +554,6 @@ void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q8_0, Q8_0, dot_q8_0_q8_0, gemm_q8_0);
     MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);
     MF_SIMD_SET_DOT(t, F16, F16, dot_f16_f16, gemm_f16);
-    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, gemm_bf16);
+    /* AVX512_BF16 (Zen 4 on, Cooper Lake, Sapphire Rapids on): twice the products per instruction */
+    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, __builtin_cpu_supports("avx512bf16") ? gemm_bf16_dp : gemm_bf16);
 }
