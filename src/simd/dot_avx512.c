@@ -258,15 +258,16 @@ FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
  * Output tile: 16 weight rows x FT activation rows, in two registers per activation row (rows 0-7,
  * rows 8-15) whose lanes are (row, k parity): lane 2i+e sums row i's products over k = e mod 2. Per
  * block of up to FKB values of k:
- *   ap[c][k]  (f32, FKB floats per activation row): up to FNC activation rows widened once (64 KB);
+ *   ap[c][k]  (f32, FKB floats per activation row): up to FNC activation rows widened once (32 KB);
  *   wp[p][h][2i+e] (f32, 128 bytes per pair p of k values): weight row 8h+i at k = 2p+e, i.e. a
  *             panel's 16 rows widened and transposed in 64-bit pairs; rows >= nr zero, k padded to
- *             a multiple of 16 with zeros (16 KB);
+ *             a multiple of 16 with zeros (8 KB);
  * then per pair of k two weight-register loads, and per activation row one 64-bit broadcast of
  * (a[2p], a[2p+1]) and two fmas (fewer loads per fma than a 32-bit broadcast per k, and half the
  * transposing). Each block's sums start at zero and are added to out, so a sum is two chains of at
- * most FKB / 2 products plus one add per block. */
-enum { FT = 12, FNC = 64, FKB = 256, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
+ * most FKB / 2 products plus one add per block. The buffers live on the stack (40 KB): 256-value
+ * blocks were not clearly faster and would double that. */
+enum { FT = 12, FNC = 64, FKB = 128, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
 
 /* 16 values of a float row from index i, lanes outside mask m zero (and not read) */
 static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
@@ -401,9 +402,9 @@ static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w
  * The products are exact in f32 and are added one at a time (denormal inputs and results flushed
  * to zero, far below any weight or activation), so the sums are those of the fma path in a
  * different order. The same tiles on bf16 pairs as 32-bit units, without widening:
- *   ab[c][k]  (bf16, FKB values per activation row): up to FNC activation rows copied (32 KB);
+ *   ab[c][k]  (bf16, FKB values per activation row): up to FNC activation rows copied (16 KB);
  *   wb[p][r]  (u32, 64 bytes per pair p of k values): the bf16 pair (k = 2p, 2p+1) of weight row r,
- *             transposed 16 x 16 pairs at a time; rows >= nr and k past the end zero (8 KB);
+ *             transposed 16 x 16 pairs at a time; rows >= nr and k past the end zero (4 KB);
  * then per pair one weight-register load and BT vdpbf16ps with the activation pair broadcast from
  * memory. */
 #define BF_TARGET __attribute__((target("avx512bf16")))
