@@ -1,5 +1,5 @@
-/* gemm_avx512_util.h: small AVX-512 helpers shared by the prefill GEMMs' panel unpacking.
- * Included by *_avx512.c files only (they are compiled with AVX-512 flags). */
+/* gemm_avx512_util.h: small AVX-512 helpers shared by the prefill GEMMs (panel transposes, the multiply
+ * with a token's broadcast activation bytes). Included by *_avx512.c files only (AVX-512 flags). */
 #ifndef MF_CPU_GEMM_AVX512_UTIL_H
 #define MF_CPU_GEMM_AVX512_UTIL_H
 
@@ -29,5 +29,23 @@ static inline void mf_transpose16_i32(__m512i x[16]) {
         x[m + 12] = _mm512_shuffle_i32x4(b, e, 0xDD);
     }
 }
+
+/* acc += vpdpbusd(u, 4 bytes of token t broadcast) / vpdpwssd(s, an int16 pair of token t broadcast),
+ * the broadcast folded into the instruction (the compiler emits a separate vpbroadcastd, one more
+ * vector instruction per multiply). Token t's bytes are at p0 + t * rs, addressed as
+ * base + index * scale from p0, p4 = p0 + 4 rs, rs and rs3 = 3 rs, so that eight tokens cost four
+ * registers and no pointer arithmetic per step. The asm reads memory that the compiler does not see
+ * as an operand; nothing writes the activations while a GEMM runs. */
+#define MF_TOK_ASM(ins, acc, u, t, p0, p4, rs, rs3)                                                                       \
+    switch (t) {                                                                                                       \
+    case 0: __asm__(ins " (%2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0)); break;                               \
+    case 1: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
+    case 2: __asm__(ins " (%2,%3,2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
+    case 3: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs3)); break;                \
+    case 4: __asm__(ins " (%2,%3,4)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
+    case 5: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs)); break;                 \
+    case 6: __asm__(ins " (%2,%3,2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs)); break;                 \
+    default: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs3)); break;               \
+    }
 
 #endif /* MF_CPU_GEMM_AVX512_UTIL_H */

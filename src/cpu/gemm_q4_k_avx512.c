@@ -108,8 +108,14 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
                                                        const int nt, const int nr, const bool grouped, float *y,
                                                        size_t ldy, __mmask16 mlast) {
     __m512 s[TT][RV], sm[TT][RV];
+    /* The tile's output lines, fetched now: a store that misses at the end of the tile holds up the
+     * stores of the next one. */
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) s[t][r] = sm[t][r] = _mm512_setzero_ps();
+        for (int r = 0; r < nr; r++) {
+            _mm_prefetch((const char *)(y + (size_t)t * ldy + 16 * r), _MM_HINT_T0);
+            _mm_prefetch((const char *)(y + (size_t)t * ldy + 16 * r + 15), _MM_HINT_T0);
+            s[t][r] = sm[t][r] = _mm512_setzero_ps();
+        }
     for (int64_t sb = 0; sb < nsb; sb++) {
         const sb_panel *ps = p + sb;
         const mf_block_q8_K *ab[TT];

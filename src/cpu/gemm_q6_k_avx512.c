@@ -100,24 +100,6 @@ static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, pa
     }
 }
 
-/* acc += vpdpbusd(u, 4 bytes of token t broadcast) / vpdpwssd(s, an int16 pair of token t broadcast),
- * the broadcast folded into the instruction (the compiler emits a separate vpbroadcastd, one more
- * vector instruction per multiply). Token t's bytes are at p0 + t * rs, addressed as
- * base + index * scale from p0, p4 = p0 + 4 rs, rs and rs3 = 3 rs, so that eight tokens cost four
- * registers and no pointer arithmetic per step. The asm reads memory that the compiler does not see
- * as an operand; nothing writes the activations while a GEMM runs. */
-#define TOK_ASM(ins, acc, u, t, p0, p4, rs, rs3)                                                                       \
-    switch (t) {                                                                                                       \
-    case 0: __asm__(ins " (%2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0)); break;                               \
-    case 1: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
-    case 2: __asm__(ins " (%2,%3,2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
-    case 3: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs3)); break;                \
-    case 4: __asm__(ins " (%2,%3,4)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p0), "r"(rs)); break;                 \
-    case 5: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs)); break;                 \
-    case 6: __asm__(ins " (%2,%3,2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs)); break;                 \
-    default: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs3)); break;               \
-    }
-
 /* T tokens (rows of act) against the unpacked panel: y[t * ldy + r] for the lanes r in m. */
 static inline __attribute__((always_inline)) void tile(const int T, const panel_sb *ps, int64_t nsb,
                                                        const uint8_t *act, size_t act_row, float *y, size_t ldy,
@@ -126,8 +108,13 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
     const __m512i swap = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
     const size_t rs = act_row, rs3 = 3 * act_row;
     __m512 f[TILE][8];
-    for (int t = 0; t < T; t++)
+    /* The tile's output lines, fetched now: a store that misses at the end of the tile holds up the
+     * stores of the next one. */
+    for (int t = 0; t < T; t++) {
+        _mm_prefetch((const char *)(y + (size_t)t * ldy), _MM_HINT_T0);
+        _mm_prefetch((const char *)(y + (size_t)t * ldy + 15), _MM_HINT_T0);
         for (int p = 0; p < 8; p++) f[t][p] = _mm512_setzero_ps();
+    }
     for (int64_t sb = 0; sb < nsb; sb++) {
         const panel_sb *s = ps + sb;
         const uint8_t *a0 = act + (size_t)sb * sizeof(mf_block_q8_K);
@@ -143,7 +130,7 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
             for (int t = 0; t < T; t++) {
                 acc[t] = _mm512_setzero_si512();
                 const uint8_t *p0 = b0 + offsetof(mf_block_q8_K, bsums), *p4 = b4 + offsetof(mf_block_q8_K, bsums);
-                TOK_ASM("vpdpwssd", acc[t], s->off[p], t, p0, p4, rs, rs3)
+                MF_TOK_ASM("vpdpwssd", acc[t], s->off[p], t, p0, p4, rs, rs3)
             }
             for (int k = 0; k < 4; k++) {
                 const __m512i q0 = s->q[p][2 * k], q1 = s->q[p][2 * k + 1], sc = s->sc[k][p / 4];
@@ -151,9 +138,9 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
                 const uint8_t *lo0 = b0 + o, *lo4 = b4 + o, *hi0 = lo0 + 32, *hi4 = lo4 + 32;
                 for (int t = 0; t < T; t++) {
                     __m512i x = bias;
-                    TOK_ASM("vpdpbusd", x, q1, t, hi0, hi4, rs, rs3)
+                    MF_TOK_ASM("vpdpbusd", x, q1, t, hi0, hi4, rs, rs3)
                     x = _mm512_shuffle_epi8(x, swap);
-                    TOK_ASM("vpdpbusd", x, q0, t, lo0, lo4, rs, rs3)
+                    MF_TOK_ASM("vpdpbusd", x, q0, t, lo0, lo4, rs, rs3)
                     acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_xor_si512(x, bias), sc);
                 }
             }
