@@ -76,7 +76,7 @@ static size_t q1g_scratch_size(int64_t K) {
  * transpose of the rows' qs dwords, split into nibbles. Four rows' qs in one zmm (row 4k + j in its
  * 128-bit lane j), a dword permute within each makes lane 4p + j dword p of row 4k + j, and a 4 x 4
  * transpose of the 128-bit lanes gathers dword p of rows 0..15. d_w, m_w (and qh) come by one
- * gather each. Rows past nr read a zero block. */
+ * gather each (row offsets as i32: rows under 128 MB). Rows past nr read a zero block. */
 static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
                                                                   int64_t i1, uint8_t *panel, size_t block_bytes,
                                                                   size_t qs_off, bool has_qh) {
