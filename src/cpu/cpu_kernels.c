@@ -140,9 +140,10 @@ static void mm_dot(void *arg, int ith, int nth) {
         return;
     }
     if (m->gemm && m->nt > 1) {
-        /* Tiles of 16 weight rows x 64 tokens: each weight block is loaded once per token group. */
-        for (int64_t ob = o0; ob < o1; ob += 16) {
-            int nr = (int)MF_MIN(16, o1 - ob);
+        /* Calls of 128 weight rows x 64 tokens: the float GEMM widens each activation block once per
+         * call for all its rows, the quantized tiles load each weight block once per token group. */
+        for (int64_t ob = o0; ob < o1; ob += 128) {
+            int nr = (int)MF_MIN(128, o1 - ob);
             const uint8_t *wr = (const uint8_t *)m->w->data + (size_t)ob * m->w->row_bytes;
             for (int64_t t0 = 0; t0 < m->nt; t0 += 64) {
                 int nc = (int)MF_MIN(64, m->nt - t0);
