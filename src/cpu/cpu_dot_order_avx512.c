@@ -608,7 +608,8 @@ static void dot8_q5_K(int64_t n, const void *w, size_t ws, const void *a, float 
                 const __m512i rl = _mm512_rolv_epi64(h, _mm512_set1_epi64((4 - 2 * c) & 63));
                 const __m512i rh = _mm512_rolv_epi64(h, _mm512_set1_epi64((3 - 2 * c) & 63));
                 const __m512i ql = _mm512_ternarylogic_epi32(_mm512_and_si512(x, m4), rl, b5, 0xF8);
-                const __m512i qh = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), rh, b5, 0xF8);
+                const __m512i xh = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+                const __m512i qh = _mm512_ternarylogic_epi32(xh, rh, b5, 0xF8);
                 const __m512i al = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
                 const __m512i ah = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
                 const __m512i sl = _mm512_shuffle_epi8(sc, _mm512_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
