@@ -36,12 +36,12 @@
  * keeping their accumulators in scratch between slices (each output's float steps stay one chain
  * in block order).
  *
- * Speed (one Zen 5 core, thread CPU time, 512 tokens, N x K): 4864 x 896 ~210-216 GMAC/s, 896 x 4864
- * ~190-197 (Q4_1 and Q5_1 alike; the ordered dots: ~29 and ~22). Per 16 rows, token and block the
+ * Speed (one Zen 5 core, thread CPU time, 512 tokens, N x K): 4864 x 896 ~220-225 GMAC/s, 896 x 4864
+ * ~195-200 (Q4_1 and Q5_1 alike; the ordered dots: ~29 and ~22); 2 threads: ~440 and ~385. Per 16 rows, token and block the
  * order needs 8 vpdpbusd, 8 fma, the scale product and the minimum fma: 18 operations on the two
  * pipes these share, against 16 for Q8_0/Q5_0, which bounds it near 220. With K = 4864 each panel
- * is unpacked 5 times (chunks of ~105 tokens) in 4 slices; 3 chunks or slices of 52 blocks
- * measured the same within noise. */
+ * is unpacked 5 times (chunks of ~105 tokens) in 4 slices: 3 chunks ran 1-2% faster on one thread
+ * but ~1.5% slower on two (each thread's chunk then fills its L2), slices of 52 blocks the same. */
 
 enum {
     Q1G_BLOCK_BYTES = 10 * 64,   /* one block of a 16-row panel */
@@ -166,6 +166,12 @@ static inline __attribute__((always_inline)) void q1g_tile(const int T, const ui
                                                            bool last, float *const *y, __mmask16 mask) {
     __m512 acc[Q1G_TILE][8], sacc[Q1G_TILE];
     for (int t = 0; t < T; t++) {
+        /* The output lines, fetched now: a store that misses at the end of the tile holds up the
+         * stores of the next one. */
+        if (last) {
+            _mm_prefetch((const char *)y[t], _MM_HINT_T0);
+            _mm_prefetch((const char *)(y[t] + 15), _MM_HINT_T0);
+        }
         for (int p = 0; p < 8; p++) acc[t][p] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + p);
         sacc[t] = first ? _mm512_setzero_ps() : _mm512_load_ps(st[t] + 8);
     }
