@@ -4,6 +4,7 @@
 #define MF_CPU_GEMM_AVX512_UTIL_H
 
 #include <immintrin.h>
+#include <stdint.h>
 
 /* In-register transpose of a 16 x 16 matrix of 32-bit words: x[i] lane j <- x[j] lane i. */
 static inline void mf_transpose16_i32(__m512i x[16]) {
@@ -47,5 +48,23 @@ static inline void mf_transpose16_i32(__m512i x[16]) {
     case 6: __asm__(ins " (%2,%3,2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs)); break;                 \
     default: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs3)); break;               \
     }
+
+/* CALL(T, t0) for the token tiles t0 = 0, TILE, 2 TILE, ... below nt, the last one shorter, each T a
+ * constant (the tile functions are inlined per T, so their loops over tokens unroll). TILE <= 8. */
+#define MF_GEMM_TOKEN_TILES(TILE, nt, CALL)                                                                            \
+    do {                                                                                                               \
+        int64_t t0_ = 0;                                                                                               \
+        for (; t0_ + (TILE) <= (nt); t0_ += (TILE)) CALL(TILE, t0_);                                                   \
+        switch ((nt) - t0_) {                                                                                          \
+        case 1: CALL(1, t0_); break;                                                                                   \
+        case 2: CALL(2, t0_); break;                                                                                   \
+        case 3: CALL(3, t0_); break;                                                                                   \
+        case 4: CALL(4, t0_); break;                                                                                   \
+        case 5: CALL(5, t0_); break;                                                                                   \
+        case 6: CALL(6, t0_); break;                                                                                   \
+        case 7: CALL(7, t0_); break;                                                                                   \
+        default: break;                                                                                                \
+        }                                                                                                              \
+    } while (0)
 
 #endif /* MF_CPU_GEMM_AVX512_UTIL_H */

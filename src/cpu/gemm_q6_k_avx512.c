@@ -164,21 +164,9 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
         const int nr = (int)(o1 - r0 < ROWS ? o1 - r0 : ROWS);
         const __mmask16 m = (__mmask16)((1u << nr) - 1);
         unpack_panel(w, r0, nr, nsb, ps, tmp);
-        int64_t t0 = 0;
-        for (; t0 + TILE <= nt; t0 += TILE)
-            tile(TILE, ps, nsb, act + (size_t)t0 * act_row, act_row, y + (size_t)t0 * ldy + r0, ldy, m);
-        const uint8_t *at = act + (size_t)t0 * act_row;
-        float *yt = y + (size_t)t0 * ldy + r0;
-        switch (nt - t0) {
-        case 1: tile(1, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 2: tile(2, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 3: tile(3, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 4: tile(4, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 5: tile(5, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 6: tile(6, ps, nsb, at, act_row, yt, ldy, m); break;
-        case 7: tile(7, ps, nsb, at, act_row, yt, ldy, m); break;
-        default: break;
-        }
+#define TILE_AT(T, t0) tile(T, ps, nsb, act + (size_t)(t0) * act_row, act_row, y + (size_t)(t0) * ldy + r0, ldy, m)
+        MF_GEMM_TOKEN_TILES(TILE, nt, TILE_AT);
+#undef TILE_AT
     }
 }
 
