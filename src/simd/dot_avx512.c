@@ -555,5 +555,5 @@ void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);
     MF_SIMD_SET_DOT(t, F16, F16, dot_f16_f16, gemm_f16);
     /* AVX512_BF16 (Zen 4 on, Cooper Lake, Sapphire Rapids on): twice the products per instruction */
-    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, __builtin_cpu_supports("avx512bf16") ? gemm_bf16_dp : gemm_bf16);
+    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, mf_simd_detected_features()->avx512bf16 ? gemm_bf16_dp : gemm_bf16);
 }

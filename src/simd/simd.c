@@ -53,6 +53,7 @@ static void detect(void) {
     features.avx512vl = zmm && (b7 & (1u << 31));
     features.avx512vnni = zmm && (c7 & (1u << 11));
     features.avxvnni = ymm && (a71 & (1u << 4));
+    features.avx512bf16 = zmm && (a71 & (1u << 5));
     /* The kernel files are compiled with exactly these extensions (see CMakeLists.txt), so the
      * compiler may use any of them anywhere in those files. */
     supported[MF_SIMD_AVX2] = features.avx2 && features.fma && features.f16c && features.bmi2;
@@ -117,6 +118,8 @@ static void init(void) {
 }
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
+
+const mf_cpu_features *mf_simd_detected_features(void) { return &features; }
 
 const mf_cpu_features *mf_simd_cpu_features(void) {
     ensure_init();

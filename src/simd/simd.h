@@ -14,7 +14,7 @@
 
 /* CPU features detected at startup. */
 typedef struct mf_cpu_features {
-    bool avx2, fma, f16c, bmi2, avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avxvnni; /* x86 */
+    bool avx2, fma, f16c, bmi2, avx512f, avx512bw, avx512dq, avx512vl, avx512vnni, avxvnni, avx512bf16; /* x86 */
     bool neon, dotprod;                                                                    /* arm64 */
 } mf_cpu_features;
 
