@@ -8,6 +8,7 @@
 #define MF_CPU_GEMM_Q8_AVX512_H
 
 #include "cpu/cpu_gemm.h"
+#include "cpu/gemm_avx512_util.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
@@ -223,8 +224,7 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
     uint8_t *actb = (uint8_t *)(state + (nb > Q8G_SLICE ? max_chunk * 8 : 0));
     float *das = (float *)(actb + max_chunk * nb * 32);
     /* Equal chunks, each a multiple of the tile (but the last); equal slices. */
-    const int64_t n_chunks = (nt + max_chunk - 1) / max_chunk, per = (nt + n_chunks - 1) / n_chunks;
-    const int64_t chunk = per + (Q8G_TILE - per % Q8G_TILE) % Q8G_TILE;
+    const int64_t chunk = mf_gemm_chunk(nt, max_chunk, Q8G_TILE);
     const int64_t n_slices = (nb + Q8G_SLICE - 1) / Q8G_SLICE, slice = (nb + n_slices - 1) / n_slices;
     for (int64_t tc = 0; tc < nt; tc += chunk) {
         const int64_t n = MF_MIN(chunk, nt - tc);
@@ -232,21 +232,14 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            /* The weights come from memory: while this panel's tiles run, prefetch the rows the next
-             * panel reads (the next panel, or the first one again for the next chunk), spread over
-             * the tiles. Not for a few tokens: the prefetches then come in bursts of 30 lines and
-             * more, which cost more than they save (K = 896, 3 tokens, 1 thread: 0.18 vs 0.16 ms). */
-            const int64_t on = ob + 16 < o1 ? ob + 16 : tc + n < nt ? o0 : o1;
-            const uint8_t *pf = (const uint8_t *)w->data + (size_t)on * w->row_bytes;
-            const size_t pf_lines = n < 8 * Q8G_TILE ? 0 : ((size_t)MF_MIN(16, o1 - on) * w->row_bytes + 63) / 64;
-            const size_t n_tiles = (size_t)(n_slices * ((n + Q8G_TILE - 1) / Q8G_TILE));
+            const mf_gemm_prefetch pf = mf_gemm_prefetch_plan(w->data, w->row_bytes, o0, o1, ob, tc, n, nt, Q8G_TILE,
+                                                              n_slices);
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
                 repack(w, ob, nr, i0, i1, panel);
                 for (int64_t t = 0; t < n; t += Q8G_TILE, j++) {
-                    for (size_t l = j * pf_lines / n_tiles; l < (j + 1) * pf_lines / n_tiles; l++)
-                        _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
+                    mf_gemm_prefetch_step(&pf, j);
                     if (n - t >= Q8G_TILE)
                         q8g_tile_at(Q8G_TILE, panel, nb, i0, i1, actb, das, state, tc, t, y + ob, ldy, mask);
                     else if (n - t == 2)
