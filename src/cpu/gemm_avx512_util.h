@@ -3,7 +3,10 @@
 #ifndef MF_CPU_GEMM_AVX512_UTIL_H
 #define MF_CPU_GEMM_AVX512_UTIL_H
 
+#include "quant/quant.h"
+
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* In-register transpose of a 16 x 16 matrix of 32-bit words: x[i] lane j <- x[j] lane i. */
@@ -49,6 +52,13 @@ static inline void mf_transpose16_i32(__m512i x[16]) {
     default: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs3)); break;               \
     }
 
+/* The ordered dots' horizontal sum of eight float lanes, ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)), for
+ * sixteen outputs at once (vector lane r: output r). */
+static inline __m512 mf_hsum8_lanes(const __m512 v[8]) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                         _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+}
+
 /* The token chunks of a GEMM over nt tokens: equal chunks of at most max_chunk tokens, each a
  * multiple of the tile (but the last). Returns the chunk length. */
 static inline int64_t mf_gemm_chunk(int64_t nt, int64_t max_chunk, int64_t tile) {
@@ -80,6 +90,29 @@ static inline mf_gemm_prefetch mf_gemm_prefetch_plan(const uint8_t *data, size_t
 static inline void mf_gemm_prefetch_step(const mf_gemm_prefetch *p, size_t j) {
     for (size_t l = j * p->lines / p->n_tiles; l < (j + 1) * p->lines / p->n_tiles; l++)
         _mm_prefetch((const char *)(p->next + 64 * l), _MM_HINT_T1);
+}
+
+/* One 64-value group k (bytes 64k..64k+63 of a Q8_K block's qs) of a K-quant GEMM tile, for T tokens:
+ * q0/q1 hold the group's two 32-value halves of unsigned weights (16 rows, four bytes each, for
+ * activation bytes 4p..4p+3 of each half), sc the two halves' scales as an int16 pair per row. Each
+ * token's two vpdpbusd sums land in the int16 halves of one lane (biased by 0x8000 so they cannot
+ * overflow, the high half swapped down), and one vpdpwssd multiplies both by their scales into
+ * acc[t]. b0/b4: the activation block of tokens 0 and 4 plus 4p; rs, rs3: 1 and 3 rows of them. */
+static inline __attribute__((always_inline)) void mf_kq_scaled_group(const int T, __m512i *acc, __m512i q0,
+                                                                     __m512i q1, __m512i sc, const uint8_t *b0,
+                                                                     const uint8_t *b4, int k, size_t rs,
+                                                                     size_t rs3) {
+    const __m512i bias = _mm512_set1_epi32((int)0x80008000u);
+    const __m512i swap = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+    const size_t o = offsetof(mf_block_q8_K, qs) + 64 * (size_t)k;
+    const uint8_t *lo0 = b0 + o, *lo4 = b4 + o, *hi0 = lo0 + 32, *hi4 = lo4 + 32;
+    for (int t = 0; t < T; t++) {
+        __m512i x = bias;
+        MF_TOK_ASM("vpdpbusd", x, q1, t, hi0, hi4, rs, rs3)
+        x = _mm512_shuffle_epi8(x, swap);
+        MF_TOK_ASM("vpdpbusd", x, q0, t, lo0, lo4, rs, rs3)
+        acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_xor_si512(x, bias), sc);
+    }
 }
 
 /* CALL(T, t0) for the token tiles t0 = 0, TILE, 2 TILE, ... below nt, the last one shorter, each T a

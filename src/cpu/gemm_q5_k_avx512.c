@@ -116,8 +116,6 @@ static __attribute__((noinline)) void unpack_panel(const mf_weight *w, int64_t r
 static inline __attribute__((always_inline)) void tile(const int T, const panel_sb *ps, int64_t nsb,
                                                        const uint8_t *act, size_t act_row, float *y, size_t ldy,
                                                        __mmask16 m) {
-    const __m512i bias = _mm512_set1_epi32((int)0x80008000u);
-    const __m512i swap = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
     const size_t rs = act_row, rs3 = 3 * act_row;
     __m512 f[TILE][8], fm[TILE];
     /* The tile's output lines, fetched now: a store that misses at the end of the tile holds up the
@@ -151,24 +149,13 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
             const uint8_t *b0 = a0 + 4 * p, *b4 = a4 + 4 * p;
             __m512i acc[TILE];
             for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
-            for (int k = 0; k < 4; k++) {
-                const __m512i q0 = s->q[p][2 * k], q1 = s->q[p][2 * k + 1], sc = s->sc[k];
-                const size_t o = offsetof(mf_block_q8_K, qs) + 64 * (size_t)k;
-                const uint8_t *lo0 = b0 + o, *lo4 = b4 + o, *hi0 = lo0 + 32, *hi4 = lo4 + 32;
-                for (int t = 0; t < T; t++) {
-                    __m512i x = bias;
-                    MF_TOK_ASM("vpdpbusd", x, q1, t, hi0, hi4, rs, rs3)
-                    x = _mm512_shuffle_epi8(x, swap);
-                    MF_TOK_ASM("vpdpbusd", x, q0, t, lo0, lo4, rs, rs3)
-                    acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_xor_si512(x, bias), sc);
-                }
-            }
+            for (int k = 0; k < 4; k++)
+                mf_kq_scaled_group(T, acc, s->q[p][2 * k], s->q[p][2 * k + 1], s->sc[k], b0, b4, k, rs, rs3);
             for (int t = 0; t < T; t++) f[t][p] = _mm512_fmadd_ps(dv[t], _mm512_cvtepi32_ps(acc[t]), f[t][p]);
         }
     }
     for (int t = 0; t < T; t++) {
-        const __m512 v = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[t][0], f[t][4]), _mm512_add_ps(f[t][2], f[t][6])),
-                                       _mm512_add_ps(_mm512_add_ps(f[t][1], f[t][5]), _mm512_add_ps(f[t][3], f[t][7])));
+        const __m512 v = mf_hsum8_lanes(f[t]);
         _mm512_mask_storeu_ps(y + (size_t)t * ldy, m, _mm512_add_ps(v, fm[t]));
     }
 }

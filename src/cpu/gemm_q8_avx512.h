@@ -191,8 +191,7 @@ static inline __attribute__((always_inline)) void q8g_tile(const int T, const ui
             for (int p = 0; p < 8; p++) _mm512_store_ps(st[t] + p, acc[t][p]);
             continue;
         }
-        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
-                                       _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+        const __m512 s = mf_hsum8_lanes(acc[t]);
         _mm512_mask_storeu_ps(y[t], mask, s);
     }
 }
