@@ -91,9 +91,15 @@ void mf_context_free(mf_context *c);
 int32_t mf_context_n_ctx(const mf_context *c);
 int32_t mf_context_n_threads(const mf_context *c);
 
-/* A batch of tokens for one forward pass. pos NULL: each sequence continues from its length;
- * seq NULL: every token belongs to sequence 0; logits NULL: only the last token's logits are
- * computed, else the tokens with logits[i] != 0. */
+/* Sequence ids are 0 .. MF_MAX_SEQ - 1. */
+#define MF_MAX_SEQ 64
+
+/* A batch of tokens for one forward pass. pos NULL: each sequence continues after its largest
+ * position in the cache (0 for an empty one); seq NULL: every token belongs to sequence 0; logits
+ * NULL: only the last token's logits are computed, else the tokens with logits[i] != 0. Along the
+ * batch, each sequence's positions must increase, and none may be in the cache for that sequence
+ * already (remove a tail with mf_context_seq_rm to recompute it). A token sees the cells of its own
+ * sequence at positions <= its own, the batch's included. */
 typedef struct mf_batch {
     int32_t n_tokens;
     const int32_t *tokens;
@@ -102,17 +108,44 @@ typedef struct mf_batch {
     const int8_t *logits;
 } mf_batch;
 
-/* Run the batch: store its K/V in the cache and compute the requested logits. Errors: MF_ERR_ARG
- * (token id out of range, empty batch), MF_ERR_RANGE (context full: the message names n_ctx). */
+/* Run the batch: store its K/V in the cache and compute the requested logits. Batch invariant: a
+ * token's logits and K/V do not depend on the other tokens of the batch, the chunk size (n_ubatch)
+ * or the thread count, only on its sequence's tokens and positions (bit for bit, for a given
+ * instruction set). Atomic: on failure the cache is exactly as before the call. Errors:
+ * MF_ERR_ARG (token id, sequence id or position out of range or repeated, empty batch), MF_ERR_RANGE
+ * (context full: the message names n_ctx), MF_ERR_NOMEM. After a failed decode that had started
+ * computing, no logits are available. */
 mf_status mf_context_decode(mf_context *c, const mf_batch *b);
 /* The logits of the last decode: row i (in batch order of the tokens that asked for logits) of
  * n_vocab floats; NULL if i is out of range. Valid until the next decode. */
 const float *mf_context_logits(const mf_context *c, int32_t i);
 int32_t mf_context_n_outputs(const mf_context *c);
-/* Tokens of sequence seq in the cache (the next position when positions start at 0). */
+
+/* ---- sequences ----
+ * A cell of the cache may belong to several sequences at once: mf_context_seq_cp shares a prefix
+ * without recomputing or copying it (a server slot reusing a cached prompt, a draft branch). Sequence
+ * ids outside [0, MF_MAX_SEQ) give MF_ERR_ARG (or 0 / -1 from the queries). */
+
+/* Cells of sequence seq in the cache (for positions 0..n-1 without gaps: the next position). */
 int32_t mf_context_seq_len(const mf_context *c, int32_t seq);
-/* Drop the cache entries of seq (-1: all) with position in [p0, p1) (p1 < 0: to the end). */
-void mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1);
+/* Smallest / largest position of seq in the cache; -1 when it has none. */
+int32_t mf_context_seq_pos_min(const mf_context *c, int32_t seq);
+int32_t mf_context_seq_pos_max(const mf_context *c, int32_t seq);
+/* Occupied cells (of all sequences; a shared cell counts once). */
+int32_t mf_context_n_used(const mf_context *c);
+/* Drop seq (-1: every sequence) from the cells with position in [p0, p1) (p1 < 0: to the end). */
+mf_status mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1);
+/* Make dst share src's cells with position in [p0, p1) (p1 < 0: to the end), after dropping dst's
+ * own cells in that range. Nothing is recomputed; decoding dst afterwards gives bit for bit what it
+ * would have given had dst computed those tokens itself. */
+mf_status mf_context_seq_cp(mf_context *c, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+/* Drop every sequence but seq. */
+mf_status mf_context_seq_keep(mf_context *c, int32_t seq);
+/* Empty the cache. */
+void mf_context_clear(mf_context *c);
+/* The tokens and positions of seq in position order into tokens[0..cap) and pos[0..cap) (either
+ * may be NULL); returns the number of cells of seq (which may exceed cap), -1 for a bad id. */
+int32_t mf_context_seq_tokens(const mf_context *c, int32_t seq, int32_t *tokens, int32_t *pos, int32_t cap);
 
 /* Write the graph the context would run for n_tokens tokens with n_outputs logits rows, after
  * scheduling and fusion, as Graphviz DOT (format "dot") or JSON ("json", see docs/graph-json.md). */

@@ -157,13 +157,21 @@ static void test_rows(void) {
 }
 
 /* ---- attention ---- */
+static void attend(const mf_attn_params *ap, mf_kv_cache *kv, mf_kv_view_buf *vb, const float *q, const int32_t *pos,
+                   const int32_t *seq, int32_t nt, float *o, float *orf, float *scores) {
+    CHECK(mf_kv_view_build(kv, vb, nt, pos, seq) == MF_OK);
+    mf_cpu_attention(ap, kv, q, o, 0, (int64_t)nt * ap->n_head, scores);
+    if (orf) mf_cpu_attention_ref(ap, kv, q, orf, nt);
+}
+
 static void test_attention_type(mf_type kvt) {
     const int32_t hd = 64, nh = 4, nkv = 2, nt = 6;
     mf_kv_cache kv;
+    mf_kv_view_buf vb = {0};
     CHECK(mf_kv_init(&kv, 1, 16, nkv, hd, kvt) == MF_OK);
     /* Two sequences interleaved: tokens 0,2,4 -> seq 0 at pos 0..2; 1,3,5 -> seq 1 at pos 0..2. */
-    int32_t pos[6] = {0, 0, 1, 1, 2, 2}, seq[6] = {0, 1, 0, 1, 0, 1}, cells[6];
-    CHECK(mf_kv_find_cells(&kv, nt, pos, seq, cells) == MF_OK);
+    int32_t pos[6] = {0, 0, 1, 1, 2, 2}, seq[6] = {0, 1, 0, 1, 0, 1}, tok[6] = {0}, cells[6];
+    CHECK(mf_kv_reserve(&kv, nt, pos, seq, tok, cells) == MF_OK);
     float k[64 * 2], v[64 * 2];
     for (int t = 0; t < nt; t++) {
         for (int i = 0; i < hd * nkv; i++) k[i] = frand(), v[i] = frand();
@@ -172,37 +180,72 @@ static void test_attention_type(mf_type kvt) {
     float q[6 * 4 * 64], o[6 * 4 * 64], orf[6 * 4 * 64], o3[6 * 4 * 64], scores[2 * (16 + 64)];
     for (int i = 0; i < nt * nh * hd; i++) q[i] = frand();
     mf_attn_params ap = {.layer = 0, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 0.125f};
-    mf_cpu_attention(&ap, &kv, q, pos, seq, o, 0, nt * nh, scores);
-    mf_cpu_attention_ref(&ap, &kv, q, pos, seq, orf, nt);
+    attend(&ap, &kv, &vb, q, pos, seq, nt, o, orf, scores);
     /* F16 cache: the kernel rounds q and the probabilities to F16 (relative error 2^-11 each). */
     double tol = kvt == MF_TYPE_F32 ? 1e-10 : 1e-5;
     CHECKF(nmse(o, orf, nt * nh * hd) < tol, "attention (%s KV) NMSE %.3g", mf_type_name(kvt),
            nmse(o, orf, nt * nh * hd));
     /* Split into ranges of 3 (token, head) pairs, as threads do: groups get cut, results stay. */
-    for (int64_t u = 0; u < nt * nh; u += 3) mf_cpu_attention(&ap, &kv, q, pos, seq, o3, u, MF_MIN(u + 3, nt * nh), scores);
+    for (int64_t u = 0; u < nt * nh; u += 3) mf_cpu_attention(&ap, &kv, q, o3, u, MF_MIN(u + 3, nt * nh), scores);
     CHECK(!memcmp(o3, o, sizeof o));
     /* Removing sequence 1 must not change sequence 0's results. */
     mf_kv_seq_rm(&kv, 1, 0, -1);
     CHECK(mf_kv_seq_count(&kv, 1) == 0 && mf_kv_seq_count(&kv, 0) == 3);
     float o2[6 * 4 * 64];
-    mf_cpu_attention(&ap, &kv, q, pos, seq, o2, 0, nt * nh, scores);
-    CHECK(!memcmp(o2 + 4 * nh * hd, o + 4 * nh * hd, (size_t)(nh * hd) * 4));
+    int32_t seq0[6] = {0, -1, 0, -1, 0, -1};
+    attend(&ap, &kv, &vb, q, pos, seq0, nt, o2, NULL, scores);
+    for (int t = 0; t < nt; t += 2) CHECK(!memcmp(o2 + t * nh * hd, o + t * nh * hd, (size_t)(nh * hd) * 4));
+    for (int i = 0; i < nh * hd; i++) CHECK(o2[nh * hd + i] == 0.0f); /* padding: zeros */
+    mf_kv_view_buf_free(&vb);
     mf_kv_free(&kv);
 }
 
 static void test_kv_cells(void) {
     mf_kv_cache kv;
     CHECK(mf_kv_init(&kv, 2, 4, 1, 8, MF_TYPE_F16) == MF_OK);
-    int32_t pos[3] = {0, 1, 2}, seq[3] = {0, 0, -1}, cells[3];
-    CHECK(mf_kv_find_cells(&kv, 3, pos, seq, cells) == MF_OK);
-    CHECK(cells[0] == 0 && cells[1] == 1 && cells[2] == -1);
-    /* The same (seq, pos) again reuses its cell. */
-    CHECK(mf_kv_find_cells(&kv, 1, pos + 1, seq, cells) == MF_OK && cells[0] == 1);
-    int32_t p5[3] = {2, 3, 4}, s5[3] = {0, 0, 0};
-    CHECK(mf_kv_find_cells(&kv, 3, p5, s5, cells) == MF_ERR_RANGE);
-    CHECK(strstr(mf_last_error(), "4 cells") != NULL);
+    int32_t pos[3] = {0, 1, 2}, seq[3] = {0, 0, 1}, tok[3] = {7, 8, 9}, cells[3];
+    CHECK(mf_kv_reserve(&kv, 3, pos, seq, tok, cells) == MF_OK);
+    CHECK(cells[0] == 0 && cells[1] == 1 && cells[2] == 2 && kv.n_used == 3 && kv.n_active == 3);
+    CHECK(mf_kv_has(&kv, 0, 1) && !mf_kv_has(&kv, 1, 1) && mf_kv_has(&kv, 1, 2));
+    /* all or nothing: two more tokens do not fit in one free cell */
+    int32_t p5[2] = {2, 3}, s5[2] = {0, 0};
+    CHECK(mf_kv_reserve(&kv, 2, p5, s5, tok, cells) == MF_ERR_RANGE);
+    CHECK(strstr(mf_last_error(), "context of 4") != NULL && kv.n_used == 3 && kv.n_active == 3);
+    /* a released reservation leaves the cells as they were */
+    CHECK(mf_kv_reserve(&kv, 1, p5, s5, tok, cells) == MF_OK && cells[0] == 3 && kv.n_used == 4);
+    mf_kv_release(&kv, 1, cells);
+    CHECK(kv.n_used == 3 && kv.n_active == 3 && !mf_kv_has(&kv, 0, 2));
+    /* sharing: seq 2 gets seq 0's cells; removing seq 0 keeps them for seq 2 */
+    mf_kv_seq_cp(&kv, 0, 2, 0, -1);
+    CHECK(mf_kv_seq_count(&kv, 2) == 2 && kv.n_used == 3);
+    mf_kv_seq_rm(&kv, 0, 0, -1);
+    CHECK(mf_kv_seq_count(&kv, 0) == 0 && mf_kv_seq_count(&kv, 2) == 2 && kv.n_used == 3);
+    CHECK(mf_kv_seq_pos_min(&kv, 2) == 0 && mf_kv_seq_pos_max(&kv, 2) == 1 && mf_kv_seq_pos_max(&kv, 0) == -1);
+    mf_kv_seq_keep(&kv, 1);
+    CHECK(kv.n_used == 1 && kv.n_active == 3 && mf_kv_seq_count(&kv, 2) == 0);
+    int32_t list[4];
+    CHECK(mf_kv_seq_cells(&kv, 1, list) == 1 && list[0] == 2 && kv.cell_tok[2] == 9);
     mf_kv_free(&kv);
     CHECK(mf_kv_init(&kv, 1, 4, 1, 8, MF_TYPE_Q4_0) == MF_ERR_ARG);
+}
+
+/* Cells of one sequence scattered and out of position order come back sorted by position. */
+static void test_kv_order(void) {
+    mf_kv_cache kv;
+    CHECK(mf_kv_init(&kv, 1, 300, 1, 8, MF_TYPE_F16) == MF_OK);
+    int32_t pos[300], seq[300], tok[300] = {0}, cells[300], list[300];
+    for (int i = 0; i < 300; i++) pos[i] = i / 3, seq[i] = i % 3;
+    CHECK(mf_kv_reserve(&kv, 300, pos, seq, tok, cells) == MF_OK);
+    mf_kv_seq_rm(&kv, 1, 0, -1); /* holes at cells 1, 4, 7, ... */
+    int32_t p2[100], s2[100];
+    for (int i = 0; i < 100; i++) p2[i] = 100 + i, s2[i] = 0;
+    CHECK(mf_kv_reserve(&kv, 100, p2, s2, tok, cells) == MF_OK && cells[0] == 1);
+    const int32_t n = mf_kv_seq_cells(&kv, 0, list);
+    CHECK(n == 200);
+    bool sorted = true;
+    for (int i = 0; i < n; i++) sorted &= kv.cell_pos[list[i]] == i;
+    CHECK(sorted);
+    mf_kv_free(&kv);
 }
 
 int main(void) {
@@ -212,5 +255,6 @@ int main(void) {
     test_attention_type(MF_TYPE_F32);
     test_attention_type(MF_TYPE_F16);
     test_kv_cells();
+    test_kv_order();
     return test_summary("test_cpu");
 }

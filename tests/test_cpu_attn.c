@@ -18,7 +18,8 @@ static float frand(void) { return (float)next_u32() / 4294967296.0f * 2.0f - 1.0
 static int irand(int n) { return (int)(next_u32() % (uint32_t)n); }
 
 /* A case: cells of nseq sequences (cell c: seq c % nseq, pos c / nseq, some cells empty), tokens
- * with random sequences (-1: padding, nseq: a sequence without cells) and positions. */
+ * with random sequences (-1: padding, nseq: a sequence without cells) and positions; the cache's
+ * view (kv.h) built from them as the context does. */
 typedef struct {
     int hd, nh, nkv, nt, ncells, nseq;
     mf_type type;
@@ -30,6 +31,7 @@ typedef struct {
 typedef struct {
     attn_case c;
     mf_kv_cache kv;
+    mf_kv_view_buf vb;
     mf_attn_params ap;
     float *q, *scores;
     int32_t *pos, *seq;
@@ -43,9 +45,10 @@ static void setup(attn_data *a, const attn_case *c) {
     const int64_t row = (int64_t)c->nkv * c->hd;
     float *k = malloc((size_t)row * sizeof(float)), *v = malloc((size_t)row * sizeof(float));
     for (int32_t cell = 0; cell < c->ncells; cell++) {
-        a->kv.cell_seq[cell] = c->causal ? 0 : cell % c->nseq;
+        a->kv.cell_seqs[cell] = (uint64_t)1 << (c->causal ? 0 : cell % c->nseq);
         a->kv.cell_pos[cell] = c->causal ? cell : cell / c->nseq;
-        if (!c->causal && irand(10) == 0) a->kv.cell_seq[cell] = -1;
+        if (!c->causal && irand(10) == 0) a->kv.cell_seqs[cell] = 0;
+        a->kv.n_used += a->kv.cell_seqs[cell] != 0;
         for (int64_t i = 0; i < row; i++) k[i] = frand(), v[i] = frand();
         if (c->growing)
             for (int h = 0; h < c->nkv; h++) k[h * c->hd] = 4.0f * (float)cell / (float)c->ncells;
@@ -73,10 +76,12 @@ static void setup(attn_data *a, const attn_case *c) {
     }
     a->ap = (mf_attn_params){.layer = 0, .n_head = c->nh, .n_head_kv = c->nkv, .head_dim = c->hd,
                              .scale = 1.0f / sqrtf((float)c->hd)};
+    CHECK(mf_kv_view_build(&a->kv, &a->vb, c->nt, a->pos, a->seq) == MF_OK);
     a->scores = malloc((size_t)(c->nh / c->nkv) * ((size_t)c->ncells + (size_t)c->hd) * sizeof(float));
 }
 
 static void teardown(attn_data *a) {
+    mf_kv_view_buf_free(&a->vb);
     mf_kv_free(&a->kv);
     free(a->q);
     free(a->pos);
@@ -109,9 +114,9 @@ static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile) 
     for (int64_t u = 0; u < n;) {
         const int64_t step = 1 + irand(40), u1 = MF_MIN(n, u + step);
         if (tile)
-            mf_cpu_attention_flash(&a->ap, &a->kv, a->q, a->pos, a->seq, out, u, u1, tile);
+            mf_cpu_attention_flash(&a->ap, &a->kv, a->q, out, u, u1, tile);
         else
-            mf_cpu_attention(&a->ap, &a->kv, a->q, a->pos, a->seq, out, u, u1, a->scores);
+            mf_cpu_attention(&a->ap, &a->kv, a->q, out, u, u1, a->scores);
         u = u1;
     }
 }
@@ -126,7 +131,7 @@ static void check_case(const attn_case *c) {
     const int64_t n = (int64_t)c->nt * c->nh;
     float *ref = malloc(a.nout * sizeof(float)), *o = malloc(a.nout * sizeof(float)),
           *o2 = malloc(a.nout * sizeof(float));
-    mf_cpu_attention_ref(&a.ap, &a.kv, a.q, a.pos, a.seq, ref, c->nt);
+    mf_cpu_attention_ref(&a.ap, &a.kv, a.q, ref, c->nt);
     mf_cpu_attn_tile_fn tiles[2] = {mf_cpu_attn_tile_c, NULL};
     const char *tile_names[2] = {"c", "avx512"};
 #if defined(__x86_64__)
@@ -135,7 +140,7 @@ static void check_case(const attn_case *c) {
 #endif
     for (int k = 0; k < 2; k++) {
         if (!tiles[k]) continue;
-        mf_cpu_attention_flash(&a.ap, &a.kv, a.q, a.pos, a.seq, o, 0, n, tiles[k]);
+        mf_cpu_attention_flash(&a.ap, &a.kv, a.q, o, 0, n, tiles[k]);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max error %.3g", case_name(c), tile_names[k], e);
         memset(o2, 0xFF, a.nout * sizeof(float));
@@ -147,18 +152,18 @@ static void check_case(const attn_case *c) {
     for (int t = 0; t < c->nt; t++) {
         bool any = false;
         for (int32_t cell = 0; cell < c->ncells; cell++)
-            any |= a.seq[t] >= 0 && a.kv.cell_seq[cell] == a.seq[t] && a.kv.cell_pos[cell] <= a.pos[t];
+            any |= a.seq[t] >= 0 && (a.kv.cell_seqs[cell] >> a.seq[t] & 1) && a.kv.cell_pos[cell] <= a.pos[t];
         if (!any)
             for (int64_t i = 0; i < (int64_t)c->nh * c->hd; i++) CHECK(o[(int64_t)t * c->nh * c->hd + i] == 0.0f);
     }
 #if defined(__x86_64__)
     if (c->type == MF_TYPE_F32 && mf_simd_active_level() >= MF_SIMD_AVX2) {
-        mf_cpu_attention_ordered_ref(&a.ap, &a.kv, a.q, a.pos, a.seq, o, 0, n, a.scores);
+        mf_cpu_attention_ordered_ref(&a.ap, &a.kv, a.q, o, 0, n, a.scores);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= 1e-5, "%s ordered ref: max error %.3g", case_name(c), e);
         if (avx512) {
             memset(o2, 0xFF, a.nout * sizeof(float));
-            mf_cpu_attention_ordered_avx512(&a.ap, &a.kv, a.q, a.pos, a.seq, o2, 0, n, a.scores);
+            mf_cpu_attention_ordered_avx512(&a.ap, &a.kv, a.q, o2, 0, n, a.scores);
             size_t bad = 0, first = 0;
             for (size_t i = 0; i < a.nout; i++)
                 if (memcmp(&o[i], &o2[i], 4) && !bad++) first = i;
@@ -167,7 +172,7 @@ static void check_case(const attn_case *c) {
             memset(o2, 0xFF, a.nout * sizeof(float));
             for (int64_t u = 0; u < n;) {
                 const int64_t step = 1 + irand(20), u1 = MF_MIN(n, u + step);
-                mf_cpu_attention_ordered_avx512(&a.ap, &a.kv, a.q, a.pos, a.seq, o2, u, u1, a.scores);
+                mf_cpu_attention_ordered_avx512(&a.ap, &a.kv, a.q, o2, u, u1, a.scores);
                 u = u1;
             }
             CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s ordered avx512: split units differ", case_name(c));
@@ -175,7 +180,7 @@ static void check_case(const attn_case *c) {
     }
 #endif
     /* the dispatching entry point: any split gives the same bits */
-    mf_cpu_attention(&a.ap, &a.kv, a.q, a.pos, a.seq, o, 0, n, a.scores);
+    mf_cpu_attention(&a.ap, &a.kv, a.q, o, 0, n, a.scores);
     memset(o2, 0xFF, a.nout * sizeof(float));
     run_split(&a, o2, NULL);
     CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s dispatch: split units differ", case_name(c));
@@ -226,6 +231,77 @@ static void test_cases(void) {
     }
 }
 
+/* Layout invariance: one sequence's cells, stored contiguously or scattered among other sequences'
+ * cells in random cell order, give bit-identical outputs for every kernel (the kernels sum over the
+ * sequence's cells in position order), also when its tokens are computed alone or among tokens of
+ * other sequences. */
+static void test_layout(mf_type type, int hd, int n_pos) {
+    const int nkv = 2, nh = 4, ncells = 4 * n_pos;
+    mf_kv_cache kv[2];
+    mf_kv_view_buf vb[2];
+    memset(vb, 0, sizeof vb);
+    float *k = malloc((size_t)(nkv * hd) * 4), *v = malloc((size_t)(nkv * hd) * 4);
+    float *kk = malloc((size_t)(n_pos * nkv * hd) * 4), *vv = malloc((size_t)(n_pos * nkv * hd) * 4);
+    for (int i = 0; i < n_pos * nkv * hd; i++) kk[i] = frand(), vv[i] = frand();
+    int32_t *perm = malloc((size_t)ncells * 4);
+    for (int i = 0; i < ncells; i++) perm[i] = i;
+    for (int i = ncells - 1; i > 0; i--) {
+        int j = irand(i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int l = 0; l < 2; l++) {
+        CHECK(mf_kv_init(&kv[l], 1, ncells, nkv, hd, type) == MF_OK);
+        /* layout 0: sequence 0 in cells 0..n_pos-1; layout 1: its position p in cell perm[p], the
+         * other cells hold sequences 1..3 */
+        for (int c = 0; c < ncells; c++) {
+            const int p = c % n_pos, s = c / n_pos, cell = l ? perm[c] : c;
+            kv[l].cell_seqs[cell] = (uint64_t)1 << s;
+            kv[l].cell_pos[cell] = p;
+            const float *src_k = s == 0 ? kk + (size_t)p * nkv * hd : k, *src_v = s == 0 ? vv + (size_t)p * nkv * hd : v;
+            if (s) for (int i = 0; i < nkv * hd; i++) k[i] = frand(), v[i] = frand();
+            mf_cpu_kv_store_row(&kv[l], 0, cell, src_k, src_v);
+        }
+        kv[l].n_used = kv[l].n_active = ncells;
+    }
+    enum { NT = 12 };
+    int32_t pos[2][NT], seq[2][NT];
+    float *q = malloc((size_t)(NT * nh * hd) * 4), *o[2][3];
+    for (int i = 0; i < NT * nh * hd; i++) q[i] = frand();
+    for (int t = 0; t < NT; t++) {
+        pos[0][t] = pos[1][t] = n_pos - NT + t;
+        seq[0][t] = 0;
+        seq[1][t] = t % 3 == 1 ? 1 + irand(3) : 0; /* layout 1's batch mixes other sequences in */
+    }
+    mf_attn_params ap = {.layer = 0, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+    float *scores = malloc((size_t)(nh / nkv) * ((size_t)ncells + (size_t)hd) * 4);
+    for (int l = 0; l < 2; l++) {
+        CHECK(mf_kv_view_build(&kv[l], &vb[l], NT, pos[l], seq[l]) == MF_OK);
+        for (int kind = 0; kind < 3; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
+        mf_cpu_attention_flash(&ap, &kv[l], q, o[l][0], 0, NT * nh, mf_cpu_attn_tile_c);
+#if defined(__x86_64__)
+        if (mf_simd_active_level() == MF_SIMD_AVX512) {
+            mf_cpu_attention_flash(&ap, &kv[l], q, o[l][1], 0, NT * nh, mf_cpu_attn_tile_avx512);
+            if (type == MF_TYPE_F32) mf_cpu_attention_ordered_avx512(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
+        } else if (type == MF_TYPE_F32 && mf_simd_active_level() == MF_SIMD_AVX2) {
+            mf_cpu_attention_ordered_ref(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
+        }
+#endif
+    }
+    for (int kind = 0; kind < 3; kind++)
+        for (int t = 0; t < NT; t++) {
+            if (seq[1][t]) continue;
+            CHECKF(!memcmp(o[0][kind] + t * nh * hd, o[1][kind] + t * nh * hd, (size_t)(nh * hd) * 4),
+                   "%s hd %d, %d positions, kernel %d, token %d: scattered cells give other bits", mf_type_name(type),
+                   hd, n_pos, kind, t);
+        }
+    for (int l = 0; l < 2; l++) {
+        for (int kind = 0; kind < 3; kind++) free(o[l][kind]);
+        mf_kv_view_buf_free(&vb[l]);
+        mf_kv_free(&kv[l]);
+    }
+    free(k), free(v), free(kk), free(vv), free(perm), free(q), free(scores);
+}
+
 #if defined(__x86_64__)
 /* The AVX-512 exp against the ordered softmax's exp (exp(x - 0) = exp(x)), bit for bit. */
 static void test_exp(void) {
@@ -267,6 +343,12 @@ int main(void) {
     test_exp();
 #endif
     test_cases();
+    for (int ti = 0; ti < 2; ti++) {
+        const mf_type t = ti ? MF_TYPE_F16 : MF_TYPE_F32;
+        test_layout(t, 64, 40);
+        test_layout(t, 128, 300);
+        test_layout(t, 80, 129);
+    }
     printf("test_cpu_attn: %d checks, %d failed\n", test_checks, test_failures);
     return test_failures != 0;
 }

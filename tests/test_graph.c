@@ -136,8 +136,11 @@ static float *run_block(const weights *w, unsigned fuse, mf_backend *cpu, mf_kv_
     int32_t *tok = g->nodes[g->inputs[MF_INPUT_TOKENS]].data, *pos = g->nodes[g->inputs[MF_INPUT_POS]].data;
     int32_t *seq = g->nodes[g->inputs[MF_INPUT_SEQ]].data, *cells = g->nodes[g->inputs[MF_INPUT_CELLS]].data;
     for (int t = 0; t < NT; t++) tok[t] = (t * 7 + 3) % V, pos[t] = t, seq[t] = 0;
-    CHECK(mf_kv_find_cells(kv, NT, pos, seq, cells) == MF_OK);
+    mf_kv_view_buf vb = {0};
+    CHECK(mf_kv_reserve(kv, NT, pos, seq, tok, cells) == MF_OK);
+    CHECK(mf_kv_view_build(kv, &vb, NT, pos, seq) == MF_OK);
     CHECK(mf_sched_run(g, plan, &cpu, kv, work, NULL, NULL) == MF_OK);
+    mf_kv_view_buf_free(&vb);
     float *res = malloc(E * NT * sizeof(float));
     memcpy(res, g->nodes[g->output].data, E * NT * sizeof(float));
     mf_aligned_free(arena);
@@ -176,9 +179,11 @@ static void test_block(void) {
     CHECK(mf_kv_init(&kvr, 1, 16, NKV, HD, MF_TYPE_F32) == MF_OK);
     static float xs[NT][E], qs[NT][NH * HD], ref[NT][E];
     mf_rope_params rp = {.mode = MF_ROPE_NEOX, .n_dims = HD, .freq_base = 10000.0f, .freq_scale = 1.0f};
-    int32_t pos[NT], seq[NT], cells[NT];
+    int32_t pos[NT], seq[NT], tok[NT] = {0}, cells[NT];
     for (int t = 0; t < NT; t++) pos[t] = t, seq[t] = 0;
-    CHECK(mf_kv_find_cells(&kvr, NT, pos, seq, cells) == MF_OK);
+    CHECK(mf_kv_reserve(&kvr, NT, pos, seq, tok, cells) == MF_OK);
+    mf_kv_view_buf vb = {0};
+    CHECK(mf_kv_view_build(&kvr, &vb, NT, pos, seq) == MF_OK);
     for (int t = 0; t < NT; t++) {
         float h[E], q[NH * HD], k[NKV * HD], v[NKV * HD], kr[NKV * HD];
         memcpy(xs[t], w.emb.data + ((t * 7 + 3) % V) * E, sizeof xs[t]);
@@ -192,7 +197,8 @@ static void test_block(void) {
     }
     static float att[NT][NH * HD];
     mf_attn_params ap = {.layer = 0, .n_head = NH, .n_head_kv = NKV, .head_dim = HD, .scale = 0.25f};
-    mf_cpu_attention_ref(&ap, &kvr, &qs[0][0], pos, seq, &att[0][0], NT);
+    mf_cpu_attention_ref(&ap, &kvr, &qs[0][0], &att[0][0], NT);
+    mf_kv_view_buf_free(&vb);
     for (int t = 0; t < NT; t++) {
         float o[E], gt[FF], up[FF], dn[E];
         mf_cpu_matmul_ref(&w.wo.w, NULL, att[t], o, 1);
@@ -332,8 +338,12 @@ static void test_two_backends(void) {
     int32_t *tok = g1.nodes[g1.inputs[MF_INPUT_TOKENS]].data, *pos = g1.nodes[g1.inputs[MF_INPUT_POS]].data;
     int32_t *seq = g1.nodes[g1.inputs[MF_INPUT_SEQ]].data, *cells = g1.nodes[g1.inputs[MF_INPUT_CELLS]].data;
     for (int t = 0; t < NT; t++) tok[t] = (t * 7 + 3) % V, pos[t] = t, seq[t] = 0;
-    CHECK(mf_kv_find_cells(&kv1, NT, pos, seq, cells) == MF_OK);
+    mf_kv_view_buf vb = {0};
+    mf_kv_clear(&kv1);
+    CHECK(mf_kv_reserve(&kv1, NT, pos, seq, tok, cells) == MF_OK);
+    CHECK(mf_kv_view_build(&kv1, &vb, NT, pos, seq) == MF_OK);
     CHECK(mf_sched_run(&g1, &p1, both, &kv1, work, NULL, NULL) == MF_OK);
+    mf_kv_view_buf_free(&vb);
     CHECK(!memcmp(r0, g1.nodes[g1.output].data, E * NT * sizeof(float)));
     mf_aligned_free(arena);
     mf_aligned_free(work);

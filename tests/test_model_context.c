@@ -136,7 +136,7 @@ int main(void) {
     mf_batch bb = {.n_tokens = 1, .tokens = &bad};
     CHECK(mf_context_decode(multi, &bb) == MF_ERR_ARG && strstr(mf_last_error(), "4096"));
     mf_context *tiny = make_ctx(m, 512, 16);
-    CHECK(mf_context_decode(tiny, &b) == MF_ERR_RANGE && strstr(mf_last_error(), "16 cells"));
+    CHECK(mf_context_decode(tiny, &b) == MF_ERR_RANGE && strstr(mf_last_error(), "context of 16"));
     mf_model *nm = NULL;
     CHECK(mf_model_load(fixture("models/vocab-qwen3.gguf"), &nm) != MF_OK && nm == NULL);
     CHECK(strstr(mf_last_error(), "vocab-qwen3.gguf") != NULL);

@@ -77,15 +77,16 @@ void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale);
 void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const float *k, const float *v);
 
 /* Attention for the (token, head) pairs u = t * nh + h in [u0, u1) of q {hd, nh, nt}: each query
- * head h uses KV head h / (nh / nkv) and sees the cells of its own sequence with position <= its
- * own; tokens with seq < 0, or that see no cell, produce zeros. scores: scratch of
- * g * (kv->n_cells + head_dim) floats, g = MF_MIN(n_head / n_head_kv, u1 - u0) (used by the F32
- * ordered path). An F32 cache with the ordered kernels on follows llama.cpp's float order; otherwise
- * a blockwise kernel with an online softmax in float (cpu_attn.h), within ~5e-6 of the reference
- * in units of V. Any split of the units gives the same bits. */
-void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                      const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores);
-void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                          const int32_t *seq, float *out, int64_t nt);
+ * head h uses KV head h / (nh / nkv) and sees the kv->view.n[t] first cells of kv->view.list[t]
+ * (its sequence's cells at positions <= its own, in position order, kv.h); tokens that see no cell
+ * produce zeros. scores: scratch of g * (kv->n_cells + head_dim) floats, g = MF_MIN(n_head /
+ * n_head_kv, u1 - u0) (used by the F32 ordered path). An F32 cache with the ordered kernels on
+ * follows llama.cpp's float order; otherwise a blockwise kernel with an online softmax in float
+ * (cpu_attn.h), within ~5e-6 of the reference in units of V. A token's result depends only on its
+ * query and its list: any split of the units, and any other tokens or sequences in the batch or
+ * the cache, give the same bits. */
+void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
+                      int64_t u1, float *scores);
+void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t nt);
 
 #endif /* MF_CPU_H */

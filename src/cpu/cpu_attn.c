@@ -1,6 +1,6 @@
-/* cpu_attn.c: the CPU backend's attention: softmax(q.K^T * scale) . V over the cells of each
- * token's sequence with position <= its own (layouts in cpu.h, tiling in cpu_attn.h), for an F16
- * or F32 KV cache. A blockwise kernel with an online softmax (AVX-512 or portable C) serves the F16
+/* cpu_attn.c: the CPU backend's attention: softmax(q.K^T * scale) . V over the cells each token
+ * sees, its sequence's cells at positions <= its own in position order (the KV cache's view, kv.h;
+ * layouts in cpu.h, tiling in cpu_attn.h), for an F16 or F32 KV cache. A blockwise kernel with an online softmax (AVX-512 or portable C) serves the F16
  * cache and MINFER_ORDER=fast; an F32 cache with the ordered kernels on repeats llama.cpp's order. */
 #include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
@@ -32,65 +32,58 @@ int mf_cpu_attn_tile_cells(int64_t hd) {
     return (int)MF_MIN(64, (MF_ATTN_TILE_FLOATS / ((hd + 15) & ~(int64_t)15)) & ~(int64_t)15);
 }
 
-void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                            const int32_t *seq, float *out, int64_t u0, int64_t u1, mf_cpu_attn_tile_fn tile) {
+void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
+                            int64_t u1, mf_cpu_attn_tile_fn tile) {
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = nh / ap->n_head_kv;
     const int max_rows = mf_cpu_attn_tile_rows(hd);
     int64_t rows[MF_ATTN_MAX_ROWS];
     for (int32_t kvh = 0; kvh < ap->n_head_kv; kvh++) {
         int nr = 0;
+        const int32_t *list = NULL; /* the sequence the rows of the tile being filled belong to */
         for (int64_t u = u0; u < u1; u++) {
             if ((u % nh) / group != kvh) continue;
-            if (seq[u / nh] < 0) {
+            const int64_t t = u / nh;
+            if (kv->view.n[t] <= 0) {
                 memset(out + u * hd, 0, (size_t)hd * sizeof(float));
                 continue;
             }
-            rows[nr++] = u;
-            if (nr == max_rows) {
-                tile(ap, kv, q, pos, seq, out, kvh, rows, nr);
+            if (nr && (nr == max_rows || kv->view.list[t] != list)) {
+                tile(ap, kv, q, out, kvh, rows, nr);
                 nr = 0;
             }
+            list = kv->view.list[t];
+            rows[nr++] = u;
         }
-        if (nr) tile(ap, kv, q, pos, seq, out, kvh, rows, nr);
+        if (nr) tile(ap, kv, q, out, kvh, rows, nr);
     }
 }
 
 /* Portable tile, the AVX-512 tile's scheme in loops a compiler vectorizes: the rows' queries d-major
  * (rw lanes, nr rounded up to 8), scores s[c][r] over the lanes, an online softmax per lane (running
  * max m, sum l, accumulators o rescaled by exp(m_old - m_new)), then o[r][:] += p[c][r] * v[c][:]. */
-void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                        const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr) {
+void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
+                        const int64_t *rows, int nr) {
     mf_cpu_init_tables();
     const int64_t hd = ap->head_dim, nh = ap->n_head;
     const int bc = mf_cpu_attn_tile_cells(hd), rw = (nr + 7) & ~7;
-    const int32_t nc = kv->n_active;
+    const int32_t *list = kv->view.list[rows[0] / nh];
     const uint8_t *K = kv->k[ap->layer], *V = kv->v[ap->layer];
     _Alignas(64) float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], qt[MF_ATTN_TILE_FLOATS],
         o[MF_ATTN_TILE_FLOATS], s[64 * MF_ATTN_MAX_ROWS];
     float m[MF_ATTN_MAX_ROWS], l[MF_ATTN_MAX_ROWS], mu[MF_ATTN_MAX_ROWS], alpha[MF_ATTN_MAX_ROWS],
         sum[MF_ATTN_MAX_ROWS], acc[MF_ATTN_MAX_ROWS];
-    int32_t rseq[MF_ATTN_MAX_ROWS], rpos[MF_ATTN_MAX_ROWS];
+    int32_t rn[MF_ATTN_MAX_ROWS], nmax = 0; /* row r sees list entries [0, rn[r]) */
     for (int r = 0; r < rw; r++) {
         m[r] = -INFINITY, l[r] = 0.0f;
-        rseq[r] = r < nr ? seq[rows[r] / nh] : INT32_MIN; /* padding rows see nothing */
-        rpos[r] = r < nr ? pos[rows[r] / nh] : INT32_MIN;
+        rn[r] = r < nr ? kv->view.n[rows[r] / nh] : 0; /* padding rows see nothing */
+        nmax = MF_MAX(nmax, rn[r]);
         for (int64_t d = 0; d < hd; d++) qt[d * rw + r] = r < nr ? q[rows[r] * hd + d] * ap->scale : 0.0f;
     }
     memset(o, 0, (size_t)rw * (size_t)hd * sizeof(float));
-    for (int32_t c0 = 0; c0 < nc; c0 += bc) {
-        const int cn = (int)MF_MIN(bc, nc - c0);
-        uint32_t vis[64]; /* bit r: row r sees cell c0 + c */
-        int last = -1;
-        for (int c = 0; c < cn; c++) {
-            const int32_t cs = kv->cell_seq[c0 + c], cp = kv->cell_pos[c0 + c];
-            vis[c] = 0;
-            for (int r = 0; r < nr; r++) vis[c] |= (uint32_t)(rseq[r] == cs && rpos[r] >= cp) << r;
-            if (vis[c]) last = c;
-        }
-        if (last < 0) continue;
-        const int ce = last + 1;
+    for (int32_t j0 = 0; j0 < nmax; j0 += bc) {
+        const int ce = (int)MF_MIN(bc, nmax - j0); /* the longest row sees all of them */
         for (int c = 0; c < ce; c++) {
-            const size_t off = (size_t)(c0 + c) * kv->row_bytes;
+            const size_t off = (size_t)list[j0 + c] * kv->row_bytes;
             if (kv->type == MF_TYPE_F32) {
                 memcpy(kf + c * hd, (const float *)(K + off) + kvh * hd, (size_t)hd * sizeof(float));
                 memcpy(vf + c * hd, (const float *)(V + off) + kvh * hd, (size_t)hd * sizeof(float));
@@ -105,7 +98,7 @@ void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const f
                 const float k = kf[c * hd + d];
                 for (int r = 0; r < rw; r++) acc[r] += k * qt[d * rw + r];
             }
-            for (int r = 0; r < rw; r++) s[c * rw + r] = vis[c] >> r & 1 ? acc[r] : -INFINITY;
+            for (int r = 0; r < rw; r++) s[c * rw + r] = j0 + c < rn[r] ? acc[r] : -INFINITY;
         }
         for (int r = 0; r < rw; r++) acc[r] = -INFINITY, sum[r] = 0.0f;
         for (int c = 0; c < ce; c++)
@@ -143,17 +136,16 @@ void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const f
 #if defined(__x86_64__)
 /* F32 cache, llama.cpp's order (no flash attention): scores K.q as its F32 dot, softmax with its
  * vector exp and per-16 sums, then V^T . p as its F32 GEMM. One head at a time. */
-void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
-                                  const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
-                                  float *scores) {
+void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                  int64_t u0, int64_t u1, float *scores) {
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv;
-    const int32_t nc = kv->n_active;
     const size_t stride = kv->row_bytes / sizeof(float);
     float acc[16 * MF_MAX_HEAD_DIM];
     for (int64_t u = u0; u < u1; u++) {
         const int64_t t = u / nh, h = u % nh, kvh = h / group;
+        const int32_t *list = kv->view.list[t], nc = kv->view.n[t];
         float *o = out + u * hd;
-        if (seq[t] < 0) {
+        if (nc <= 0) { /* padding, or nothing stored for this token: zeros, not NaN */
             memset(o, 0, (size_t)hd * sizeof(float));
             continue;
         }
@@ -161,39 +153,38 @@ void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *k
         const float *K = (const float *)kv->k[ap->layer] + (size_t)kvh * hd;
         const float *V = (const float *)kv->v[ap->layer] + (size_t)kvh * hd;
         float mx = -INFINITY;
-        for (int32_t c = 0; c < nc; c++) {
-            bool vis = kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
-            scores[c] = vis ? mf_cpu_dot_f32_ord_avx2(K + (size_t)c * stride, qh, hd) * ap->scale : -INFINITY;
-            if (scores[c] > mx) mx = scores[c];
+        for (int32_t j = 0; j < nc; j++) {
+            scores[j] = mf_cpu_dot_f32_ord_avx2(K + (size_t)list[j] * stride, qh, hd) * ap->scale;
+            if (scores[j] > mx) mx = scores[j];
         }
-        if (mx == -INFINITY) { /* nothing visible (no cell stored for this token): zeros, not NaN */
+        if (mx == -INFINITY) { /* every score -inf (infinite K or q): zeros, not NaN */
             memset(o, 0, (size_t)hd * sizeof(float));
             continue;
         }
         double sum = mf_cpu_softmax_exp_ord_avx2(scores, nc, mx);
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        for (int32_t c = 0; c < nc; c++) scores[c] *= inv;
-        mf_cpu_pv_ord_avx2(scores, nc, V, stride, hd, acc, o);
+        for (int32_t j = 0; j < nc; j++) scores[j] *= inv;
+        mf_cpu_pv_ord_avx2(scores, nc, V, list, stride, hd, acc, o);
     }
 }
 #endif
 
-void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                      const int32_t *seq, float *out, int64_t u0, int64_t u1, float *scores) {
+void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
+                      int64_t u1, float *scores) {
 #if defined(__x86_64__)
     const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
     if (kv->type == MF_TYPE_F32 && mf_cpu_ordered_float()) {
         if (avx512)
-            mf_cpu_attention_ordered_avx512(ap, kv, q, pos, seq, out, u0, u1, scores);
+            mf_cpu_attention_ordered_avx512(ap, kv, q, out, u0, u1, scores);
         else
-            mf_cpu_attention_ordered_ref(ap, kv, q, pos, seq, out, u0, u1, scores);
+            mf_cpu_attention_ordered_ref(ap, kv, q, out, u0, u1, scores);
         return;
     }
     if (avx512) {
-        mf_cpu_attention_flash(ap, kv, q, pos, seq, out, u0, u1, mf_cpu_attn_tile_avx512);
+        mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx512);
         return;
     }
 #endif
     (void)scores;
-    mf_cpu_attention_flash(ap, kv, q, pos, seq, out, u0, u1, mf_cpu_attn_tile_c);
+    mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_c);
 }

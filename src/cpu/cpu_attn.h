@@ -15,34 +15,32 @@
 int mf_cpu_attn_tile_rows(int64_t hd);
 int mf_cpu_attn_tile_cells(int64_t hd);
 
-/* One tile of rows: units rows[0..nr) (every token's seq >= 0, all heads of KV head kvh),
- * nr <= mf_cpu_attn_tile_rows(hd). Writes out for those units. A row's result depends only on its
- * own query and the cells (tiles of cells start at multiples of the tile size), never on which
- * other rows share its tile, so any split of the units gives the same bits. */
-typedef void (*mf_cpu_attn_tile_fn)(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
-                                    const int32_t *pos, const int32_t *seq, float *out, int32_t kvh,
-                                    const int64_t *rows, int nr);
+/* One tile of rows: units rows[0..nr) of tokens of one sequence (one kv->view.list, every
+ * kv->view.n > 0), all heads of KV head kvh, nr <= mf_cpu_attn_tile_rows(hd). Writes out for those
+ * units. Tiles of cells are consecutive entries of the sequence's position-ordered list, starting
+ * at multiples of the tile size: a row's result depends only on its own query and its sequence's
+ * cells, never on which other rows share its tile, so any split of the units gives the same bits. */
+typedef void (*mf_cpu_attn_tile_fn)(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                    int32_t kvh, const int64_t *rows, int nr);
 /* Portable C version (expf, float accumulation). */
-void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                        const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr);
+void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
+                        const int64_t *rows, int nr);
 
-/* Units [u0, u1) through the blockwise kernel tile (tokens with seq < 0 get zeros). */
-void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                            const int32_t *seq, float *out, int64_t u0, int64_t u1, mf_cpu_attn_tile_fn tile);
+/* Units [u0, u1) through the blockwise kernel tile (tokens that see no cell get zeros). */
+void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
+                            int64_t u1, mf_cpu_attn_tile_fn tile);
 
 #if defined(__x86_64__)
 /* AVX-512 F/BW/DQ/VL required. */
-void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                             const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr);
+void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                             int32_t kvh, const int64_t *rows, int nr);
 
 /* F32 cache in llama.cpp's float order (mf_cpu_attention's contract, scores scratch as there):
  * the plain version is the reference twin (AVX2 + FMA + F16C), the AVX-512 one is bit-identical. */
-void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
-                                  const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
-                                  float *scores);
-void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
-                                     const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
-                                     float *scores);
+void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                  int64_t u0, int64_t u1, float *scores);
+void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                     int64_t u0, int64_t u1, float *scores);
 /* y[i] = llama.cpp's vector exp of x[i], i < 16 (for tests: bit-identical to the ordered softmax's). */
 void mf_cpu_attn_exp16_avx512(const float *x, float *y);
 #endif

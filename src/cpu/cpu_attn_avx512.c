@@ -89,13 +89,13 @@ static inline void transpose16(__m512 *x) {
     }
 }
 
-/* K or V rows [c0, c0 + n) of head kvh as F32 rows of hdp floats (zeros past hd), rows n..n8 zero. */
-static void load_tile(const mf_kv_cache *kv, const uint8_t *region, int32_t c0, int n, int n8, int32_t kvh,
+/* K or V rows of cells[0..n) of head kvh as F32 rows of hdp floats (zeros past hd), rows n..n8 zero. */
+static void load_tile(const mf_kv_cache *kv, const uint8_t *region, const int32_t *cells, int n, int n8, int32_t kvh,
                       int64_t hd, int64_t hdp, float *dst) {
     const int64_t nfull = hd & ~(int64_t)15;
     const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
     for (int c = 0; c < n; c++) {
-        const uint8_t *row = region + (size_t)(c0 + c) * kv->row_bytes;
+        const uint8_t *row = region + (size_t)cells[c] * kv->row_bytes;
         float *y = dst + c * hdp;
         if (kv->type == MF_TYPE_F32) {
             const float *x = (const float *)row + kvh * hd;
@@ -112,23 +112,18 @@ static void load_tile(const mf_kv_cache *kv, const uint8_t *region, int32_t c0, 
     if (n8 > n) memset(dst + n * hdp, 0, (size_t)(n8 - n) * (size_t)hdp * sizeof(float));
 }
 
-void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                             const int32_t *seq, float *out, int32_t kvh, const int64_t *rows, int nr) {
+void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                             int32_t kvh, const int64_t *rows, int nr) {
     const int64_t hd = ap->head_dim, nh = ap->n_head, hdp = (hd + 15) & ~(int64_t)15;
     const int bc = mf_cpu_attn_tile_cells(hd), nrv = (nr + 15) / 16, nr4 = (nr + 3) & ~3;
-    const int32_t nc = kv->n_active;
+    const int32_t *list = kv->view.list[rows[0] / nh];
     _Alignas(64) float kf[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS], qt[MF_ATTN_TILE_FLOATS],
         o[MF_ATTN_TILE_FLOATS], sp[64 * MF_ATTN_MAX_ROWS], alpha[MF_ATTN_MAX_ROWS];
-    _Alignas(64) int32_t rseq[MF_ATTN_MAX_ROWS], rpos[MF_ATTN_MAX_ROWS];
-    /* rows past nr see nothing (no cell has sequence INT32_MIN): their p are 0 */
-    int32_t seq_lo = INT32_MAX, seq_hi = INT32_MIN, pos_hi = INT32_MIN;
+    _Alignas(64) int32_t rn[MF_ATTN_MAX_ROWS]; /* row r sees list entries [0, rn[r]); rows past nr none */
+    int32_t nmax = 0;
     for (int r = 0; r < 16 * nrv; r++) {
-        rseq[r] = r < nr ? seq[rows[r] / nh] : INT32_MIN;
-        rpos[r] = r < nr ? pos[rows[r] / nh] : INT32_MIN;
-        if (r < nr) {
-            seq_lo = MF_MIN(seq_lo, rseq[r]), seq_hi = MF_MAX(seq_hi, rseq[r]);
-            pos_hi = MF_MAX(pos_hi, rpos[r]);
-        }
+        rn[r] = r < nr ? kv->view.n[rows[r] / nh] : 0;
+        nmax = MF_MAX(nmax, rn[r]);
     }
     const int qs = 16 * nrv;
     const __m512 vscale = _mm512_set1_ps(ap->scale);
@@ -144,44 +139,22 @@ void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, co
             transpose16(x);
             for (int i = 0; i < 16 && d0 + i < hd; i++) _mm512_store_ps(qt + (d0 + i) * qs + 16 * v, x[i]);
         }
-    const __m512i vseq_lo = _mm512_set1_epi32(seq_lo), vseq_hi = _mm512_set1_epi32(seq_hi),
-                  vpos_hi = _mm512_set1_epi32(pos_hi);
     memset(o, 0, (size_t)nr4 * (size_t)hdp * sizeof(float));
-    __m512i vseq[2], vpos[2];
+    __m512i vn[2];
     __m512 m[2], l[2];
     for (int v = 0; v < nrv; v++) {
-        vseq[v] = _mm512_load_si512(rseq + 16 * v);
-        vpos[v] = _mm512_load_si512(rpos + 16 * v);
+        vn[v] = _mm512_load_si512(rn + 16 * v);
         m[v] = _mm512_set1_ps(-INFINITY);
         l[v] = _mm512_setzero_ps();
     }
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    for (int32_t c0 = 0; c0 < nc; c0 += bc) {
-        const int cn = (int)MF_MIN(bc, nc - c0);
-        /* a quick test first: does any cell have a position and sequence within the rows' range? */
-        __mmask16 maybe = 0;
-        for (int c = 0; c < cn; c += 16) {
-            const __mmask16 tm = cn - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cn - c)) - 1);
-            const __m512i cs = _mm512_maskz_loadu_epi32(tm, kv->cell_seq + c0 + c);
-            maybe |= _mm512_mask_cmple_epi32_mask(tm, _mm512_maskz_loadu_epi32(tm, kv->cell_pos + c0 + c), vpos_hi) &
-                     _mm512_cmpge_epi32_mask(cs, vseq_lo) & _mm512_cmple_epi32_mask(cs, vseq_hi);
-        }
-        if (!maybe) continue;
+    for (int32_t j0 = 0; j0 < nmax; j0 += bc) {
+        const int ce = (int)MF_MIN(bc, nmax - j0), ce8 = (ce + 7) & ~7; /* the longest row sees all ce */
         __mmask16 vis[64][2];
-        int last = -1;
-        for (int c = 0; c < cn; c++) {
-            const __m512i cs = _mm512_set1_epi32(kv->cell_seq[c0 + c]), cp = _mm512_set1_epi32(kv->cell_pos[c0 + c]);
-            __mmask16 anyv = 0;
-            for (int v = 0; v < nrv; v++) {
-                vis[c][v] = _mm512_cmpeq_epi32_mask(vseq[v], cs) & _mm512_cmpge_epi32_mask(vpos[v], cp);
-                anyv |= vis[c][v];
-            }
-            if (anyv) last = c;
-        }
-        if (last < 0) continue; /* no row sees a cell of this tile */
-        const int ce = last + 1, ce8 = (ce + 7) & ~7;
-        load_tile(kv, kv->k[ap->layer], c0, ce, ce8, kvh, hd, hdp, kf);
-        load_tile(kv, kv->v[ap->layer], c0, ce, ce8, kvh, hd, hdp, vf);
+        for (int c = 0; c < ce; c++)
+            for (int v = 0; v < nrv; v++) vis[c][v] = _mm512_cmpgt_epi32_mask(vn[v], _mm512_set1_epi32(j0 + c));
+        load_tile(kv, kv->k[ap->layer], list + j0, ce, ce8, kvh, hd, hdp, kf);
+        load_tile(kv, kv->v[ap->layer], list + j0, ce, ce8, kvh, hd, hdp, vf);
         for (int c = 0; c < ce8; c += 8) scores8(kf + c * hdp, hdp, hd, qt, nrv, sp + c * 32);
         for (int v = 0; v < nrv; v++) {
             __m512 mt = ninf;
@@ -283,17 +256,17 @@ static inline float reduce16(__m512 x) {
 }
 
 /* Lane i of V^T . p for up to 4 heads of one token (rows p[0..nr)) and dims [d0, d0 + 16 nd): the
- * lane accumulates the cells c = i mod 16 in order, cells with p = 0 skipped (as the reference
- * does: an fma with 0 would turn an infinite v into NaN). Each V row is loaded once for the nr
- * heads. lanes[r][i][0..64): the lane's result. */
-static inline __attribute__((always_inline)) void pv_lane(const float *const *p, int nr, int32_t c_lo, int32_t c_hi,
-                                                          const float *V, size_t stride, int64_t d0, __mmask16 dm,
-                                                          int nd, int i, float *lanes) {
+ * lane accumulates the list entries c = i mod 16 in order, entries with p = 0 skipped (as the
+ * reference does: an fma with 0 would turn an infinite v into NaN). Each V row is loaded once for
+ * the nr heads. lanes[r][i][0..64): the lane's result. */
+static inline __attribute__((always_inline)) void pv_lane(const float *const *p, int nr, int32_t nc,
+                                                          const float *V, const int32_t *cells, size_t stride,
+                                                          int64_t d0, __mmask16 dm, int nd, int i, float *lanes) {
     __m512 acc[4][4];
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nd; j++) acc[r][j] = _mm512_setzero_ps();
-    for (int32_t c = c_lo + i; c < c_hi; c += 16) {
-        const float *vr = V + (size_t)c * stride + d0;
+    for (int32_t c = i; c < nc; c += 16) {
+        const float *vr = V + (size_t)cells[c] * stride + d0;
         __m512 v[4];
         for (int j = 0; j < nd; j++) v[j] = j < nd - 1 ? _mm512_loadu_ps(vr + 16 * j) : _mm512_maskz_loadu_ps(dm, vr + 16 * j);
         for (int r = 0; r < nr; r++) {
@@ -306,17 +279,17 @@ static inline __attribute__((always_inline)) void pv_lane(const float *const *p,
         for (int j = 0; j < nd; j++) _mm512_store_ps(lanes + (r * 16 + i) * 64 + 16 * j, acc[r][j]);
 }
 
-/* o[r][d] = sum over cells [c_lo, c_hi) of p[r][c] * v_c[d] for nr <= 4 heads (cells outside have
- * p = 0; c_lo a multiple of 16), in the lane-c%16 order, the lanes then reduced as reduce16. */
-static void pv_ordered(const float *const *p, float *const *o, int nr, int32_t c_lo, int32_t c_hi, const float *V,
-                       size_t stride, int64_t hd) {
+/* o[r][d] = sum over list entries c < nc of p[r][c] * v_{cells[c]}[d] for nr <= 4 heads, in the
+ * lane-c%16 order, the lanes then reduced as reduce16. */
+static void pv_ordered(const float *const *p, float *const *o, int nr, int32_t nc, const float *V,
+                       const int32_t *cells, size_t stride, int64_t hd) {
     _Alignas(64) float lanes[4 * 16 * 64];
     for (int64_t d0 = 0; d0 < hd; d0 += 64) {
         const int nd = (int)MF_MIN(4, (hd - d0 + 15) / 16);
         const int64_t rem = hd - d0 - 16 * (nd - 1);
         const __mmask16 dm = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1);
         for (int i = 0; i < 16; i++) {
-#define PV_LANE(NR, ND) pv_lane(p, NR, c_lo, c_hi, V, stride, d0, dm, ND, i, lanes)
+#define PV_LANE(NR, ND) pv_lane(p, NR, nc, V, cells, stride, d0, dm, ND, i, lanes)
 #define PV_ND(NR)                                                                                                      \
     switch (nd) {                                                                                                      \
     case 4: PV_LANE(NR, 4); break;                                                                                     \
@@ -345,10 +318,10 @@ static void pv_ordered(const float *const *p, float *const *o, int nr, int32_t c
     }
 }
 
-/* The 16 cells' partial vectors for one query (cells not in vis: zeros), then their reductions;
- * NQ > 0: np = 64 * NQ with the query's first np floats held in registers. */
-static inline __attribute__((always_inline)) __m512 chunk_scores(const float *K, size_t stride, const float *qh,
-                                                                 int64_t np, __mmask16 vis, int nq) {
+/* The partial vectors of 16 list entries for one query (entries not in vis: zeros), then their
+ * reductions; NQ > 0: np = 64 * NQ with the query's first np floats held in registers. */
+static inline __attribute__((always_inline)) __m512 chunk_scores(const float *K, const int32_t *cells, size_t stride,
+                                                                 const float *qh, int64_t np, __mmask16 vis, int nq) {
     __m512 a[16], qv[8];
     for (int j = 0; j < 4 * nq; j++) qv[j] = _mm512_loadu_ps(qh + 16 * j);
     for (int i = 0; i < 16; i++) {
@@ -356,7 +329,7 @@ static inline __attribute__((always_inline)) __m512 chunk_scores(const float *K,
             a[i] = _mm512_setzero_ps();
             continue;
         }
-        const float *k = K + (size_t)i * stride;
+        const float *k = K + (size_t)cells[i] * stride;
         if (nq) {
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int st = 0; st < nq; st++) {
@@ -373,20 +346,19 @@ static inline __attribute__((always_inline)) __m512 chunk_scores(const float *K,
     return reduce16x16(a);
 }
 
-void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
-                                     const int32_t *pos, const int32_t *seq, float *out, int64_t u0, int64_t u1,
-                                     float *scores) {
+void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                     int64_t u0, int64_t u1, float *scores) {
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = ap->n_head / ap->n_head_kv, np = hd & ~(int64_t)63;
-    const int32_t nc = kv->n_active;
     const size_t stride = kv->row_bytes / sizeof(float);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     /* one token's heads of one KV group at a time: each K row chunk is read for all of them */
     for (int64_t u = u0; u < u1;) {
         const int64_t t = u / nh, h0 = u % nh, ng = MF_MIN(group - h0 % group, u1 - u), kvh = h0 / group;
+        const int32_t *list = kv->view.list[t], nc = kv->view.n[t];
         float *o0 = out + u * hd;
         const float *q0 = q + u * hd;
         u += ng;
-        if (seq[t] < 0) {
+        if (nc <= 0) { /* padding, or nothing stored for this token: zeros, not NaN */
             memset(o0, 0, (size_t)(ng * hd) * sizeof(float));
             continue;
         }
@@ -394,71 +366,57 @@ void mf_cpu_attention_ordered_avx512(const mf_attn_params *ap, const mf_kv_cache
         const float *V = (const float *)kv->v[ap->layer] + kvh * hd;
         __m512 mxv[MF_MAX_GQA_GROUP];
         for (int64_t j = 0; j < ng; j++) mxv[j] = ninf;
-        int32_t c_lo = nc, c_hi = 0; /* the chunks with visible cells (c_lo a multiple of 16) */
         for (int32_t c0 = 0; c0 < nc; c0 += 16) {
-            const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
-            const __mmask16 vis =
-                _mm512_mask_cmpeq_epi32_mask(tm, _mm512_maskz_loadu_epi32(tm, kv->cell_seq + c0),
-                                             _mm512_set1_epi32(seq[t])) &
-                _mm512_cmple_epi32_mask(_mm512_maskz_loadu_epi32(tm, kv->cell_pos + c0), _mm512_set1_epi32(pos[t]));
-            if (vis) c_lo = MF_MIN(c_lo, c0), c_hi = MF_MAX(c_hi, (int32_t)MF_MIN(c0 + 16, nc));
+            const __mmask16 vis = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
             for (int64_t j = 0; j < ng; j++) {
                 float *sc = scores + j * nc + c0;
-                if (!vis) {
-                    _mm512_mask_storeu_ps(sc, tm, ninf);
-                    continue;
-                }
-                const float *qh = q0 + j * hd, *Kc = K + (size_t)c0 * stride;
-                __m512 s = np == 64    ? chunk_scores(Kc, stride, qh, np, vis, 1)
-                           : np == 128 ? chunk_scores(Kc, stride, qh, np, vis, 2)
-                                       : chunk_scores(Kc, stride, qh, np, vis, 0);
+                const float *qh = q0 + j * hd;
+                const int32_t *cl = list + c0;
+                __m512 s = np == 64    ? chunk_scores(K, cl, stride, qh, np, vis, 1)
+                           : np == 128 ? chunk_scores(K, cl, stride, qh, np, vis, 2)
+                                       : chunk_scores(K, cl, stride, qh, np, vis, 0);
                 if (np < hd) { /* the ordered dot adds dims past the last 64 one by one with fma */
                     _Alignas(64) float sv[16];
                     _mm512_store_ps(sv, s);
                     for (int i = 0; i < 16; i++) {
                         if (!(vis >> i & 1)) continue;
-                        const float *kr = K + (size_t)(c0 + i) * stride;
+                        const float *kr = K + (size_t)cl[i] * stride;
                         for (int64_t d = np; d < hd; d++) sv[i] = fmaf(kr[d], qh[d], sv[i]);
                     }
                     s = _mm512_load_ps(sv);
                 }
                 s = _mm512_mask_mov_ps(ninf, vis, _mm512_mul_ps(s, _mm512_set1_ps(ap->scale)));
-                _mm512_mask_storeu_ps(sc, tm, s);
+                _mm512_mask_storeu_ps(sc, vis, s);
                 mxv[j] = _mm512_max_ps(mxv[j], s);
             }
         }
-        /* softmax per head; the heads with something visible then go through V^T . p four at a time */
+        /* softmax per head; then V^T . p four heads at a time */
         const float *pr[MF_MAX_GQA_GROUP];
         float *orow[MF_MAX_GQA_GROUP];
         int npv = 0;
         for (int64_t j = 0; j < ng; j++) {
-            float *sc = scores + j * nc, *o = o0 + j * hd;
+            float *sc = scores + j * nc;
             const float mx = _mm512_reduce_max_ps(mxv[j]);
-            if (mx == -INFINITY) { /* nothing visible: zeros, not NaN */
-                memset(o, 0, (size_t)hd * sizeof(float));
+            if (mx == -INFINITY) { /* every score -inf (infinite K or q): zeros, not NaN */
+                memset(o0 + j * hd, 0, (size_t)hd * sizeof(float));
                 continue;
             }
             const __m512 vmx = _mm512_set1_ps(mx);
             double sum = 0.0;
-            for (int32_t c0 = c_lo; c0 < c_hi; c0 += 16) {
+            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
                 const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
-                const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
-                if (_mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ) == 0) continue; /* all masked: exp gives 0 */
-                const __m512 e = _mm512_maskz_mov_ps(tm, mf_exp_ord16(_mm512_sub_ps(s, vmx)));
+                const __m512 e = _mm512_maskz_mov_ps(tm, mf_exp_ord16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, sc + c0), vmx)));
                 _mm512_mask_storeu_ps(sc + c0, tm, e);
                 sum += (double)reduce16(e);
             }
             const __m512 inv = _mm512_set1_ps(sum > 0.0 ? (float)(1.0 / sum) : 0.0f);
-            for (int32_t c0 = c_lo; c0 < c_hi; c0 += 16) {
+            for (int32_t c0 = 0; c0 < nc; c0 += 16) {
                 const __mmask16 tm = nc - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nc - c0)) - 1);
-                const __m512 s = _mm512_maskz_loadu_ps(tm, sc + c0);
-                /* chunks left masked still hold -inf: p = 0 there */
-                const __mmask16 live = _mm512_mask_cmp_ps_mask(tm, s, ninf, _CMP_NEQ_UQ);
-                _mm512_mask_storeu_ps(sc + c0, tm, _mm512_maskz_mul_ps(live, s, inv));
+                _mm512_mask_storeu_ps(sc + c0, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, sc + c0), inv));
             }
             pr[npv] = sc;
-            orow[npv++] = o;
+            orow[npv++] = o0 + j * hd;
         }
-        for (int j = 0; j < npv; j += 4) pv_ordered(pr + j, orow + j, MF_MIN(4, npv - j), c_lo, c_hi, V, stride, hd);
+        for (int j = 0; j < npv; j += 4) pv_ordered(pr + j, orow + j, MF_MIN(4, npv - j), nc, V, list, stride, hd);
     }
 }

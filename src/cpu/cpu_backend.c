@@ -138,21 +138,18 @@ static void run_kv_store(void *arg, int ith, int nth) {
         if (cells[tok] >= 0) mf_cpu_kv_store_row(t->kv, n->p.kv.layer, cells[tok], k + tok * row, v + tok * row);
 }
 
-/* Attention's cost grows with the cells a token sees, about pos + 1 under a causal mask, plus a
- * fixed part (scanning the cells' masks, the output): each thread gets a contiguous range of
- * (token, head) units with an equal share of the estimated cost, so the threads finish together. */
-static int64_t attn_unit_cost(const int32_t *pos, const int32_t *seq, int64_t t) {
-    return seq[t] < 0 ? 1 : (int64_t)MF_MAX(pos[t], 0) + 65;
-}
+/* Attention's cost grows with the cells a token sees, plus a fixed part (the output): each thread
+ * gets a contiguous range of (token, head) units with an equal share of the estimated cost, so the
+ * threads finish together. */
+static int64_t attn_unit_cost(const mf_kv_view *v, int64_t t) { return v->n[t] <= 0 ? 1 : (int64_t)v->n[t] + 64; }
 
-static int64_t attn_split(const int32_t *pos, const int32_t *seq, int64_t nt, int64_t nh, int64_t total,
-                          int ith, int nth) {
+static int64_t attn_split(const mf_kv_view *v, int64_t nt, int64_t nh, int64_t total, int ith, int nth) {
     if (ith <= 0) return 0;
     if (ith >= nth) return nt * nh;
     const int64_t target = total / nth * ith + total % nth * ith / nth; /* floor(total * ith / nth) */
     int64_t cum = 0;
     for (int64_t t = 0; t < nt; t++) {
-        const int64_t w = attn_unit_cost(pos, seq, t);
+        const int64_t w = attn_unit_cost(v, t);
         if (cum + w * nh > target) return t * nh + (target - cum + w - 1) / w;
         cum += w * nh;
     }
@@ -163,13 +160,13 @@ static void run_attention(void *arg, int ith, int nth) {
     task *t = arg;
     const mf_node *n = t->n;
     const mf_node *q = src(t->g, n, 0);
-    const int32_t *pos = src(t->g, n, 1)->data, *seq = src(t->g, n, 2)->data;
+    const mf_kv_view *v = &t->kv->view;
     const int64_t nt = q->ne[2], nh = n->p.attn.n_head;
     int64_t total = 0;
-    for (int64_t tok = 0; tok < nt; tok++) total += attn_unit_cost(pos, seq, tok) * nh;
-    const int64_t u0 = attn_split(pos, seq, nt, nh, total, ith, nth), u1 = attn_split(pos, seq, nt, nh, total, ith + 1, nth);
+    for (int64_t tok = 0; tok < nt; tok++) total += attn_unit_cost(v, tok) * nh;
+    const int64_t u0 = attn_split(v, nt, nh, total, ith, nth), u1 = attn_split(v, nt, nh, total, ith + 1, nth);
     float *scores = (float *)(t->work + (size_t)ith * t->work_per_thread);
-    if (u1 > u0) mf_cpu_attention(&n->p.attn, t->kv, q->data, pos, seq, n->data, u0, u1, scores);
+    if (u1 > u0) mf_cpu_attention(&n->p.attn, t->kv, q->data, n->data, u0, u1, scores);
 }
 
 /* Fused: per token, q = rope(q + bq) into the output; k = rope(k + bk) and v + bv into the cache. */

@@ -48,9 +48,9 @@ void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t 
 float mf_cpu_dot_f32_ord_avx2(const float *x, const float *y, int64_t n);
 /* x[c] = exp(x[c] - mx) for c < n; the double sum of per-16 float sums. */
 double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx);
-/* out[hd] = sum over c < nc of p[c] * v[c * v_stride + d], 16 lanes by cell; acc: 16 * hd floats. */
-void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_stride, int64_t hd, float *acc,
-                        float *out);
+/* out[hd] = sum over c < nc of p[c] * v[cells[c] * v_stride + d], 16 lanes by list entry; acc: 16 * hd floats. */
+void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, const int32_t *cells, size_t v_stride, int64_t hd,
+                        float *acc, float *out);
 #endif
 
 /* Whether the ordered kernels are in use: x86 with AVX2, unless MINFER_ISA=scalar or the environment

@@ -474,12 +474,12 @@ double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx) {
 
 /* out[d] = sum_c p[c] * v_c[d] as llama.cpp's F32 GEMM over V^T adds it: lane c % 16 accumulates
  * its cells in order with fma, the 16 lanes are reduced at the end. acc: 16 * hd floats. */
-void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, size_t v_stride, int64_t hd, float *acc,
-                        float *out) {
+void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, const int32_t *cells, size_t v_stride, int64_t hd,
+                        float *acc, float *out) {
     memset(acc, 0, (size_t)(16 * hd) * sizeof(float));
     for (int64_t c = 0; c < nc; c++) {
         if (p[c] == 0.0f) continue;
-        const float *vr = v + (size_t)c * v_stride;
+        const float *vr = v + (size_t)cells[c] * v_stride;
         float *a = acc + (c & 15) * hd;
         for (int64_t d = 0; d < hd; d++) a[d] = fmaf(vr[d], p[c], a[d]);
     }

@@ -47,35 +47,30 @@ static double kv_at(const mf_kv_cache *kv, const uint8_t *region, int32_t cell, 
     return kv->type == MF_TYPE_F32 ? ((const float *)row)[i] : mf_fp16_to_f32(((const mf_fp16 *)row)[i]);
 }
 
-void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, const int32_t *pos,
-                          const int32_t *seq, float *out, int64_t nt) {
+void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t nt) {
     int64_t hd = ap->head_dim, nh = ap->n_head;
     double *p = malloc((size_t)MF_MAX(kv->n_cells, 1) * sizeof(double));
     MF_ASSERT(p);
     for (int64_t t = 0; t < nt; t++) {
+        const int32_t *list = kv->view.list[t], nc = kv->view.n[t];
         for (int64_t h = 0; h < nh; h++) {
             int64_t kvh = h / (nh / ap->n_head_kv);
             const float *qh = q + (t * nh + h) * hd;
             double mx = -INFINITY, sum = 0.0;
-            for (int32_t c = 0; c < kv->n_cells; c++) {
-                bool vis = seq[t] >= 0 && kv->cell_seq[c] == seq[t] && kv->cell_pos[c] <= pos[t];
-                double s = -INFINITY;
-                if (vis) {
-                    s = 0.0;
-                    for (int64_t d = 0; d < hd; d++) s += qh[d] * kv_at(kv, kv->k[ap->layer], c, kvh * hd + d);
-                    s *= ap->scale;
-                }
-                p[c] = s;
-                if (s > mx) mx = s;
+            for (int32_t j = 0; j < nc; j++) {
+                double s = 0.0;
+                for (int64_t d = 0; d < hd; d++) s += qh[d] * kv_at(kv, kv->k[ap->layer], list[j], kvh * hd + d);
+                p[j] = s * ap->scale;
+                if (p[j] > mx) mx = p[j];
             }
-            for (int32_t c = 0; c < kv->n_cells; c++) {
-                p[c] = p[c] == -INFINITY ? 0.0 : exp(p[c] - mx);
-                sum += p[c];
+            for (int32_t j = 0; j < nc; j++) {
+                p[j] = exp(p[j] - mx);
+                sum += p[j];
             }
             for (int64_t d = 0; d < hd; d++) {
                 double acc = 0.0;
-                for (int32_t c = 0; c < kv->n_cells; c++)
-                    if (p[c] != 0.0) acc += p[c] * kv_at(kv, kv->v[ap->layer], c, kvh * hd + d);
+                for (int32_t j = 0; j < nc; j++)
+                    if (p[j] != 0.0) acc += p[j] * kv_at(kv, kv->v[ap->layer], list[j], kvh * hd + d);
                 out[(t * nh + h) * hd + d] = sum > 0.0 ? (float)(acc / sum) : 0.0f;
             }
         }

@@ -4,12 +4,16 @@
  * and output rows are graph inputs, so one decode graph serves every decode step and nothing is
  * allocated per token. Inputs longer than n_ubatch run in chunks; a chunk's token count is rounded
  * up to a bucket (1, 2, 4, .., 32, then multiples of 32) and the padding tokens carry sequence -1:
- * they are neither stored in the cache nor seen by attention, and their rows are never outputs. */
+ * they are neither stored in the cache nor seen by attention, and their rows are never outputs.
+ *
+ * A decode is atomic: the batch is checked and its cells reserved before anything runs, and a
+ * failure part way releases them, so the cache is as before the call. */
 #include "model/model.h"
 #include "cpu/cpu.h"
 #include "graph/sched.h"
 #include "graph/trace.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,7 +22,6 @@ _Static_assert(MF_FUSION_SWIGLU == MF_FUSE_SWIGLU && MF_FUSION_QKV_ROPE_STORE ==
                "public fusion bits are the scheduler's");
 
 #define GRAPH_CACHE_SIZE 4
-#define MAX_SEQ_TRACK 16
 
 typedef struct {
     bool used;
@@ -41,13 +44,23 @@ struct mf_context {
     float *logits;
     size_t logits_cap; /* rows */
     int32_t n_outputs;
-    int32_t *chunk; /* 5 * n_ubatch ints: tokens, pos, seq, cells, out_ids */
+    int32_t *chunk; /* n_ubatch ints: output rows of a chunk */
+    int32_t *bpos, *bseq, *bcells; /* per batch token: its position, sequence and reserved cell */
+    size_t bcap;
+    mf_kv_view_buf views; /* the attention view of a chunk (kv.h) */
     mf_trace *trace;
 };
 
 mf_context_params mf_context_default_params(void) {
     return (mf_context_params){.n_ctx = 0, .n_ubatch = 512, .n_threads = 0, .kv_f32 = false,
                                .fusions = MF_FUSION_ALL};
+}
+
+static int32_t bucket(int32_t n, int32_t cap) {
+    int32_t b = 1;
+    while (b < n && b < 32) b *= 2;
+    if (b < n) b = (n + 31) / 32 * 32;
+    return MF_MIN(b, MF_MAX(cap, n));
 }
 
 static int32_t default_threads(void) {
@@ -77,7 +90,7 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
     st = mf_kv_init(&c->kv, m->hp.n_layer, p.n_ctx, m->hp.n_head_kv, m->hp.head_dim,
                     p.kv_f32 ? MF_TYPE_F32 : MF_TYPE_F16);
     if (st) goto fail;
-    c->chunk = mf_malloc((size_t)p.n_ubatch * 5 * sizeof *c->chunk);
+    c->chunk = mf_malloc((size_t)p.n_ubatch * sizeof *c->chunk);
     if (!c->chunk) {
         st = MF_ERR_NOMEM;
         goto fail;
@@ -110,6 +123,10 @@ void mf_context_free(mf_context *c) {
     mf_kv_free(&c->kv);
     free(c->logits);
     free(c->chunk);
+    free(c->bpos);
+    free(c->bseq);
+    free(c->bcells);
+    mf_kv_view_buf_free(&c->views);
     free(c);
 }
 
@@ -117,42 +134,87 @@ int32_t mf_context_n_ctx(const mf_context *c) { return c->p.n_ctx; }
 int32_t mf_context_n_threads(const mf_context *c) { return c->p.n_threads; }
 int32_t mf_context_n_graph_builds(const mf_context *c) { return c->n_builds; }
 int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }
-int32_t mf_context_seq_len(const mf_context *c, int32_t seq) { return mf_kv_seq_count(&c->kv, seq); }
-void mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1) { mf_kv_seq_rm(&c->kv, seq, p0, p1); }
+static mf_status check_seq(int32_t seq, bool all_ok) {
+    if ((seq >= 0 && seq < MF_MAX_SEQ) || (all_ok && seq == -1)) return MF_OK;
+    return mf_fail(MF_ERR_ARG, "sequence id %d: must be in [0, %d)%s", seq, MF_MAX_SEQ, all_ok ? " or -1 (all)" : "");
+}
+
+int32_t mf_context_seq_len(const mf_context *c, int32_t seq) {
+    return check_seq(seq, false) ? 0 : mf_kv_seq_count(&c->kv, seq);
+}
+int32_t mf_context_seq_pos_min(const mf_context *c, int32_t seq) {
+    return check_seq(seq, false) ? -1 : mf_kv_seq_pos_min(&c->kv, seq);
+}
+int32_t mf_context_seq_pos_max(const mf_context *c, int32_t seq) {
+    return check_seq(seq, false) ? -1 : mf_kv_seq_pos_max(&c->kv, seq);
+}
+int32_t mf_context_n_used(const mf_context *c) { return c->kv.n_used; }
+
+mf_status mf_context_seq_rm(mf_context *c, int32_t seq, int32_t p0, int32_t p1) {
+    mf_status st = check_seq(seq, true);
+    if (st) return st;
+    mf_kv_seq_rm(&c->kv, seq, MF_MAX(p0, 0), p1);
+    return MF_OK;
+}
+
+mf_status mf_context_seq_cp(mf_context *c, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    mf_status st = check_seq(src, false);
+    if (!st) st = check_seq(dst, false);
+    if (st) return st;
+    mf_kv_seq_cp(&c->kv, src, dst, MF_MAX(p0, 0), p1);
+    return MF_OK;
+}
+
+mf_status mf_context_seq_keep(mf_context *c, int32_t seq) {
+    mf_status st = check_seq(seq, false);
+    if (st) return st;
+    mf_kv_seq_keep(&c->kv, seq);
+    return MF_OK;
+}
+
+void mf_context_clear(mf_context *c) { mf_kv_clear(&c->kv); }
+
+int32_t mf_context_seq_tokens(const mf_context *c, int32_t seq, int32_t *tokens, int32_t *pos, int32_t cap) {
+    if (check_seq(seq, false)) return -1;
+    const int32_t n = mf_kv_seq_count(&c->kv, seq);
+    if (!tokens && !pos) return n;
+    int32_t *list = mf_malloc((size_t)MF_MAX(n, 1) * sizeof *list);
+    if (!list) return -1;
+    mf_kv_seq_cells(&c->kv, seq, list);
+    for (int32_t i = 0; i < n && i < cap; i++) {
+        if (tokens) tokens[i] = c->kv.cell_tok[list[i]];
+        if (pos) pos[i] = c->kv.cell_pos[list[i]];
+    }
+    free(list);
+    return n;
+}
 
 const float *mf_context_logits(const mf_context *c, int32_t i) {
     if (i < 0 || i >= c->n_outputs) return NULL;
     return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
 }
 
-static int32_t bucket(int32_t n, int32_t cap) {
-    int32_t b = 1;
-    while (b < n && b < 32) b *= 2;
-    if (b < n) b = (n + 31) / 32 * 32;
-    return MF_MIN(b, MF_MAX(cap, n));
-}
 
-/* Build, schedule and allocate a graph (not cached). */
-static mf_status make_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, cached_graph *cg) {
+/* Build and schedule a graph (not cached); alloc: also allocate its arena and scratch. */
+static mf_status make_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, bool alloc, cached_graph *cg) {
     memset(cg, 0, sizeof *cg);
     mf_status st = mf_model_build_graph(c->m, n_tokens, n_outputs, &cg->g);
     if (st) return st;
     st = mf_sched_plan(&cg->g, c->backends, c->n_backends, c->p.fusions, &c->kv, &cg->plan);
-    if (st) goto fail;
+    if (st || !alloc) goto done;
     cg->arena = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.arena_size, 1));
     cg->work = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.work_size, 1));
     if (!cg->arena || !cg->work) {
         st = mf_fail(MF_ERR_NOMEM, "graph for %d tokens: cannot allocate %zu + %zu bytes", n_tokens,
                      cg->plan.arena_size, cg->plan.work_size);
-        goto fail;
+        goto done;
     }
     mf_sched_bind(&cg->g, cg->arena);
     cg->used = true;
     cg->n_tokens = n_tokens;
     cg->n_outputs = n_outputs;
-    return MF_OK;
-fail:
-    drop_graph(cg);
+done:
+    if (st) drop_graph(cg);
     return st;
 }
 
@@ -168,7 +230,7 @@ static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, c
         if (!cg->used || (victim->used && cg->last_use < victim->last_use)) victim = cg;
     }
     drop_graph(victim);
-    mf_status st = make_graph(c, n_tokens, n_outputs, victim);
+    mf_status st = make_graph(c, n_tokens, n_outputs, true, victim);
     if (st) return st;
     c->n_builds++;
     victim->last_use = ++c->tick;
@@ -176,9 +238,10 @@ static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, c
     return MF_OK;
 }
 
-/* One chunk of at most n_ubatch tokens; logits of its wanted tokens go to rows out_row.. */
+/* One chunk of at most n_ubatch tokens with reserved cells; logits of its wanted tokens go to rows
+ * out_row.. */
 static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const int32_t *pos, const int32_t *seq,
-                           const int8_t *want, int32_t out_row) {
+                           const int32_t *cells, const int8_t *want, int32_t out_row) {
     int32_t nb = bucket(n, c->p.n_ubatch), n_want = 0;
     for (int32_t i = 0; i < n; i++) n_want += want[i] != 0;
     int32_t nob = bucket(MF_MAX(n_want, 1), nb);
@@ -192,10 +255,11 @@ static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const i
         in_tok[i] = i < n ? tok[i] : 0;
         in_pos[i] = i < n ? pos[i] : 0;
         in_seq[i] = i < n ? seq[i] : -1;
+        in_cells[i] = i < n ? cells[i] : -1;
     }
-    if ((st = mf_kv_find_cells(&c->kv, nb, in_pos, in_seq, in_cells))) return st;
+    if ((st = mf_kv_view_build(&c->kv, &c->views, nb, in_pos, in_seq))) return st;
     /* Output row r of the graph is token rows[r]; with no OUT_IDS input, row r is token r. */
-    int32_t *rows = c->chunk + 4 * (size_t)c->p.n_ubatch, k = 0;
+    int32_t *rows = c->chunk, k = 0;
     for (int32_t i = 0; i < n; i++)
         if (want[i]) rows[k++] = i;
     if (k == 0) rows[k++] = n - 1;
@@ -203,6 +267,7 @@ static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const i
     if (g->inputs[MF_INPUT_OUT_IDS] >= 0) memcpy(g->nodes[g->inputs[MF_INPUT_OUT_IDS]].data, rows, (size_t)nob * 4);
     if (c->trace) mf_trace_begin(c->trace, g, nb == 1 ? "decode" : "prefill", n, nb);
     st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, cg->work, c->trace ? mf_trace_node : NULL, c->trace);
+    c->kv.view = (mf_kv_view){NULL, NULL};
     if (st) return st;
     const int32_t V = c->m->hp.n_vocab;
     const float *res = g->nodes[g->output].data;
@@ -214,58 +279,79 @@ static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const i
     return MF_OK;
 }
 
-mf_status mf_context_decode(mf_context *c, const mf_batch *b) {
-    c->n_outputs = 0;
+/* Check a batch and resolve its positions into c->bpos (growing the per-batch buffers). Nothing
+ * else changes, so a bad batch leaves the context as it was. */
+static mf_status check_batch(mf_context *c, const mf_batch *b, int32_t *n_out) {
     if (!b || b->n_tokens <= 0 || !b->tokens) return mf_fail(MF_ERR_ARG, "decode: empty batch");
     const int32_t n = b->n_tokens, V = c->m->hp.n_vocab;
-    int32_t n_out = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (b->tokens[i] < 0 || b->tokens[i] >= V)
-            return mf_fail(MF_ERR_ARG, "token %d at batch index %d: ids must be in [0, %d)", b->tokens[i], i, V);
-        if (b->seq && b->seq[i] < 0) return mf_fail(MF_ERR_ARG, "sequence id %d at batch index %d: must be >= 0", b->seq[i], i);
-        if (b->pos && b->pos[i] < 0) return mf_fail(MF_ERR_ARG, "position %d at batch index %d: must be >= 0", b->pos[i], i);
-        n_out += b->logits ? b->logits[i] != 0 : i == n - 1;
+    if ((size_t)n > c->bcap) {
+        int32_t **bufs[3] = {&c->bpos, &c->bseq, &c->bcells};
+        for (int k = 0; k < 3; k++) {
+            int32_t *p = mf_realloc(*bufs[k], (size_t)n * sizeof *p);
+            if (!p) return MF_ERR_NOMEM;
+            *bufs[k] = p;
+        }
+        c->bcap = (size_t)n;
     }
-    if ((size_t)n_out > c->logits_cap) {
-        float *l = mf_realloc(c->logits, (size_t)n_out * (size_t)V * sizeof(float));
+    /* per sequence: its largest position in the cache (computed when first needed), and the last
+     * position this batch gave it */
+    int32_t cache_max[MF_MAX_SEQ], prev[MF_MAX_SEQ];
+    for (int s = 0; s < MF_MAX_SEQ; s++) cache_max[s] = prev[s] = INT32_MIN;
+    *n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t t = b->tokens[i], s = b->seq ? b->seq[i] : 0;
+        if (t < 0 || t >= V) return mf_fail(MF_ERR_ARG, "token %d at batch index %d: ids must be in [0, %d)", t, i, V);
+        if (s < 0 || s >= MF_MAX_SEQ)
+            return mf_fail(MF_ERR_ARG, "sequence id %d at batch index %d: must be in [0, %d)", s, i, MF_MAX_SEQ);
+        *n_out += b->logits ? b->logits[i] != 0 : i == n - 1;
+        if (cache_max[s] == INT32_MIN) cache_max[s] = mf_kv_seq_pos_max(&c->kv, s);
+        const int32_t p = b->pos ? b->pos[i] : MF_MAX(cache_max[s], prev[s]) + 1;
+        if (p < 0 || p == INT32_MAX)
+            return mf_fail(MF_ERR_ARG, "position %d at batch index %d: must be in [0, %d)", p, i, INT32_MAX);
+        if (prev[s] != INT32_MIN && p <= prev[s])
+            return mf_fail(MF_ERR_ARG,
+                           "position %d of sequence %d at batch index %d: a sequence's positions must increase "
+                           "along the batch (the one before was %d)", p, s, i, prev[s]);
+        if (p <= cache_max[s] && mf_kv_has(&c->kv, s, p))
+            return mf_fail(MF_ERR_ARG,
+                           "position %d of sequence %d at batch index %d is already in the cache (positions up to "
+                           "%d); remove it first (mf_context_seq_rm)", p, s, i, cache_max[s]);
+        c->bpos[i] = p;
+        c->bseq[i] = s;
+        prev[s] = p;
+    }
+    if ((size_t)*n_out > c->logits_cap) {
+        float *l = mf_realloc(c->logits, (size_t)*n_out * (size_t)V * sizeof(float));
         if (!l) return MF_ERR_NOMEM;
         c->logits = l;
-        c->logits_cap = (size_t)n_out;
+        c->logits_cap = (size_t)*n_out;
     }
-    /* Next position of each sequence, for batches without positions. */
-    int32_t track_seq[MAX_SEQ_TRACK], track_next[MAX_SEQ_TRACK], n_track = 0;
-    int32_t U = c->p.n_ubatch, out_row = 0;
-    int32_t *ct = c->chunk, *cp = ct + U, *cs = cp + U;
+    return MF_OK;
+}
+
+mf_status mf_context_decode(mf_context *c, const mf_batch *b) {
+    int32_t n_out = 0;
+    mf_status st = check_batch(c, b, &n_out);
+    if (st) return st;
+    const int32_t n = b->n_tokens, U = c->p.n_ubatch;
+    st = mf_kv_reserve(&c->kv, n, c->bpos, c->bseq, b->tokens, c->bcells);
+    if (st) return st;
+    c->n_outputs = 0; /* from here on the previous logits are overwritten */
+    int32_t out_row = 0;
     int8_t want[8192];
-    for (int32_t i0 = 0; i0 < n; i0 += U) {
-        int32_t m = MF_MIN(U, n - i0), chunk_out = 0;
+    for (int32_t i0 = 0; i0 < n && !st; i0 += U) {
+        const int32_t m = MF_MIN(U, n - i0);
+        int32_t chunk_out = 0;
         for (int32_t i = 0; i < m; i++) {
-            int32_t t = i0 + i;
-            ct[i] = b->tokens[t];
-            cs[i] = b->seq ? b->seq[t] : 0;
-            want[i] = (int8_t)(b->logits ? b->logits[t] != 0 : t == n - 1);
+            want[i] = (int8_t)(b->logits ? b->logits[i0 + i] != 0 : i0 + i == n - 1);
             chunk_out += want[i];
-            if (b->pos) {
-                cp[i] = b->pos[t];
-                continue;
-            }
-            int32_t j = 0;
-            while (j < n_track && track_seq[j] != cs[i]) j++;
-            if (j == n_track) {
-                if (n_track == MAX_SEQ_TRACK)
-                    return mf_fail(MF_ERR_ARG, "decode: more than %d sequences in a batch without positions",
-                                   MAX_SEQ_TRACK);
-                int32_t next = 0;
-                for (int32_t cell = 0; cell < c->kv.n_active; cell++)
-                    if (c->kv.cell_seq[cell] == cs[i] && c->kv.cell_pos[cell] >= next) next = c->kv.cell_pos[cell] + 1;
-                track_seq[n_track] = cs[i];
-                track_next[n_track++] = next;
-            }
-            cp[i] = track_next[j]++;
         }
-        mf_status st = run_chunk(c, m, ct, cp, cs, want, out_row);
-        if (st) return st;
+        st = run_chunk(c, m, b->tokens + i0, c->bpos + i0, c->bseq + i0, c->bcells + i0, want, out_row);
         out_row += chunk_out;
+    }
+    if (st) {
+        mf_kv_release(&c->kv, n, c->bcells);
+        return st;
     }
     c->n_outputs = n_out;
     return MF_OK;
@@ -281,12 +367,12 @@ mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outpu
     int32_t nb = bucket(MF_MIN(n_tokens, c->p.n_ubatch), c->p.n_ubatch);
     int32_t nob = bucket(MF_MIN(n_outputs, nb), nb);
     cached_graph cg;
-    mf_status st = make_graph(c, nb, nob, &cg);
+    mf_status st = make_graph(c, nb, nob, false, &cg);
     if (st) return st;
     FILE *f = fopen(path, "w");
     if (!f) {
         drop_graph(&cg);
-        return mf_fail(MF_ERR_IO, "cannot create '%s'", path);
+        return mf_fail(MF_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     }
     const char *names[1] = {c->backends[0]->name};
     const char *kind = nb == 1 ? "decode" : "prefill";
