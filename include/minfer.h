@@ -65,6 +65,9 @@ typedef struct mf_model_load_params {
 mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params, mf_model **out);
 void mf_model_free(mf_model *m);
 const char *mf_model_arch(const mf_model *m); /* "llama", "qwen2", "qwen3" */
+/* 32 hex digits that identify the model file (a hash of its metadata, tensor infos and samples of
+ * every tensor's data); saved states are bound to it. */
+const char *mf_model_fingerprint(const mf_model *m);
 int32_t mf_model_n_vocab(const mf_model *m);
 int32_t mf_model_n_ctx_train(const mf_model *m);
 int32_t mf_model_n_layer(const mf_model *m);
@@ -146,6 +149,25 @@ void mf_context_clear(mf_context *c);
 /* The tokens and positions of seq in position order into tokens[0..cap) and pos[0..cap) (either
  * may be NULL); returns the number of cells of seq (which may exceed cap), -1 for a bad id. */
 int32_t mf_context_seq_tokens(const mf_context *c, int32_t seq, int32_t *tokens, int32_t *pos, int32_t cap);
+
+/* ---- saved sequences ----
+ * One sequence's cells (positions, tokens, K and V) as a byte image, bound to the model file (its
+ * fingerprint) and the cache layout (KV type, layers, heads, head size). Loading replaces the
+ * sequence's content; it checks the whole image first (format, checksums, model, layout, room in
+ * the cache) and on any error leaves the cache untouched. Decoding after a load gives bit for bit
+ * what the uninterrupted sequence would have given (on the same instruction set). */
+/* Bytes mf_context_seq_state_save writes for seq now. */
+mf_status mf_context_seq_state_size(mf_context *c, int32_t seq, size_t *size);
+/* Write the image into buf[0..cap); MF_ERR_RANGE if it does not fit. *written: its size. */
+mf_status mf_context_seq_state_save(mf_context *c, int32_t seq, void *buf, size_t cap, size_t *written);
+/* Replace seq's cells with the image's. Errors: MF_ERR_FORMAT (not an image, corrupted, truncated),
+ * MF_ERR_UNSUPPORTED (a newer format), MF_ERR_ARG (another model or cache layout), MF_ERR_RANGE (not
+ * enough free cells). */
+mf_status mf_context_seq_state_load(mf_context *c, int32_t seq, const void *data, size_t size);
+/* The same through a file, written atomically (a temporary file beside it, fsync, rename; a symlink
+ * is followed, a directory or device refused), so a failed save never damages an earlier file. */
+mf_status mf_context_seq_state_save_file(mf_context *c, int32_t seq, const char *path);
+mf_status mf_context_seq_state_load_file(mf_context *c, int32_t seq, const char *path);
 
 /* Write the graph the context would run for n_tokens tokens with n_outputs logits rows, after
  * scheduling and fusion, as Graphviz DOT (format "dot") or JSON ("json", see docs/graph-json.md). */

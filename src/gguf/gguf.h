@@ -112,6 +112,9 @@ uint32_t mf_gguf_alignment(const mf_gguf *g);
 uint32_t mf_gguf_n_parts(const mf_gguf *g);
 const char *mf_gguf_part_path(const mf_gguf *g, uint32_t part);
 uint64_t mf_gguf_file_size(const mf_gguf *g); /* all parts together */
+/* 32 hex digits identifying the file: a hash of every part's metadata and tensor infos and of the
+ * first and last 4 KiB of each tensor's data. */
+void mf_gguf_fingerprint(const mf_gguf *g, char out[33]);
 
 int64_t mf_gguf_n_kv(const mf_gguf *g);
 const mf_gguf_kv *mf_gguf_kv_at(const mf_gguf *g, int64_t i);

@@ -1,6 +1,7 @@
 /* gguf_kv.c: read access to a parsed GGUF: metadata lookup through the key index, typed accessors
  * (get_*: absent is an error; find_*: absent gives the default), tensors by index or name. */
 #include "gguf/gguf_internal.h"
+#include "core/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,25 @@ uint32_t mf_gguf_version(const mf_gguf *g) { return g->version; }
 uint32_t mf_gguf_alignment(const mf_gguf *g) { return g->parts[0].alignment; }
 uint32_t mf_gguf_n_parts(const mf_gguf *g) { return g->n_parts; }
 const char *mf_gguf_part_path(const mf_gguf *g, uint32_t part) { return part < g->n_parts ? g->parts[part].path : NULL; }
+
+void mf_gguf_fingerprint(const mf_gguf *g, char out[33]) {
+    /* every part's header (metadata and tensor infos), then the first and last 4 KiB of every
+     * tensor's data: cheap to read, and a different file of the same layout differs there */
+    mf_hash h[2];
+    mf_hash_init(&h[0], 0x6D696E666572ull);
+    mf_hash_init(&h[1], 0x66696E6765727072ull);
+    for (uint32_t p = 0; p < g->n_parts; p++)
+        for (int k = 0; k < 2; k++) mf_hash_update(&h[k], g->parts[p].base, (size_t)g->parts[p].data_offset);
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const mf_gguf_tensor *t = &g->tensors[i];
+        const size_t n = (size_t)MF_MIN(t->nbytes, 4096);
+        for (int k = 0; k < 2; k++) {
+            mf_hash_update(&h[k], t->data, n);
+            mf_hash_update(&h[k], (const uint8_t *)t->data + t->nbytes - n, n);
+        }
+    }
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)mf_hash_final(&h[0]), (unsigned long long)mf_hash_final(&h[1]));
+}
 
 uint64_t mf_gguf_file_size(const mf_gguf *g) {
     uint64_t n = 0;

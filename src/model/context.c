@@ -131,6 +131,8 @@ void mf_context_free(mf_context *c) {
 }
 
 int32_t mf_context_n_ctx(const mf_context *c) { return c->p.n_ctx; }
+mf_kv_cache *mf_context_kv(mf_context *c) { return &c->kv; }
+const mf_model *mf_context_model(const mf_context *c) { return c->m; }
 int32_t mf_context_n_threads(const mf_context *c) { return c->p.n_threads; }
 int32_t mf_context_n_graph_builds(const mf_context *c) { return c->n_builds; }
 int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }

@@ -13,6 +13,7 @@ static const char *const arch_names[MF_ARCH_COUNT] = {"llama", "qwen2", "qwen3"}
 const mf_gguf *mf_model_gguf(const mf_model *m) { return m->gguf; }
 const mf_hparams *mf_model_hparams(const mf_model *m) { return &m->hp; }
 const char *mf_model_arch(const mf_model *m) { return m->arch_name; }
+const char *mf_model_fingerprint(const mf_model *m) { return m->fingerprint; }
 int32_t mf_model_n_vocab(const mf_model *m) { return m->hp.n_vocab; }
 int32_t mf_model_n_ctx_train(const mf_model *m) { return m->hp.n_ctx_train; }
 int32_t mf_model_n_layer(const mf_model *m) { return m->hp.n_layer; }
@@ -122,10 +123,34 @@ static mf_status find_weight(mf_model *m, const char *name, int64_t ne0, int64_t
         if (ne1 != 0 && !mf_cpu_type_supported(w->type))
             return mf_fail(MF_ERR_UNSUPPORTED, "tensor '%s' has type %s, which minfer cannot compute with", name,
                            mf_type_name(w->type));
+        m->used[i] = true;
         *out = w;
         return MF_OK;
     }
     if (required) return mf_fail(MF_ERR_FORMAT, "tensor '%s' is missing from the model", name);
+    return MF_OK;
+}
+
+/* Every tensor of the file must be one the architecture uses, as llama.cpp checks: a tensor whose
+ * name was damaged (output.weight with one byte changed) would otherwise be ignored silently and
+ * the tied embedding used in its place. Tensors some converters add that minfer can do without are
+ * named with what is lost. */
+static mf_status check_unused(mf_model *m) {
+    int64_t n_unused = 0, first = -1;
+    for (int64_t i = 0; i < m->n_weights; i++) {
+        if (m->used[i]) continue;
+        if (!strcmp(m->weights[i].name, "rope_freqs.weight")) {
+            mf_log(MF_LOG_WARN, "tensor 'rope_freqs.weight' (RoPE frequency factors) is not applied: positions "
+                   "beyond the original training context may degrade");
+            continue;
+        }
+        if (n_unused++ == 0) first = i;
+    }
+    if (n_unused)
+        return mf_fail(MF_ERR_FORMAT,
+                       "%lld of the file's %lld tensors are not part of a %s model, the first '%s' (a damaged or "
+                       "unsupported file)",
+                       (long long)n_unused, (long long)m->n_weights, m->arch_name, m->weights[first].name);
     return MF_OK;
 }
 
@@ -149,6 +174,7 @@ static mf_status load_weights(mf_model *m) {
         (st = find_weight(m, "output.bias", V, 0, false, &m->output_b)))
         return st;
     if (!m->output) m->output = m->tok_embd; /* tied embeddings: lm_head in the embedding's type */
+    m->tied = m->output == m->tok_embd;
     m->layers = mf_calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return MF_ERR_NOMEM;
     bool biases = m->arch == MF_ARCH_QWEN2, qk_norm = m->arch == MF_ARCH_QWEN3;
@@ -174,7 +200,7 @@ static mf_status load_weights(mf_model *m) {
         W(ffn_down, "ffn_down.weight", hp->n_ff, E, true)
 #undef W
     }
-    return MF_OK;
+    return check_unused(m);
 }
 
 mf_status mf_model_load(const char *path, mf_model **out) { return mf_model_load_ex(path, NULL, out); }
@@ -200,7 +226,8 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
     if ((st = read_hparams(m))) goto fail;
     m->n_weights = mf_gguf_n_tensors(m->gguf);
     m->weights = mf_calloc((size_t)MF_MAX(m->n_weights, 1), sizeof *m->weights);
-    if (!m->weights) {
+    m->used = mf_calloc((size_t)MF_MAX(m->n_weights, 1), sizeof *m->used);
+    if (!m->weights || !m->used) {
         st = MF_ERR_NOMEM;
         goto fail;
     }
@@ -220,6 +247,7 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
     }
     if ((st = load_weights(m))) goto fail;
     m->pages = mf_gguf_settle_pages(m->gguf);
+    mf_gguf_fingerprint(m->gguf, m->fingerprint);
     m->load_s = mf_time_s() - t0;
     *out = m;
     return MF_OK;
@@ -233,6 +261,7 @@ void mf_model_free(mf_model *m) {
     if (!m) return;
     free(m->layers);
     free(m->weights);
+    free(m->used);
     mf_gguf_free(m->gguf);
     free(m);
 }

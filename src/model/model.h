@@ -7,6 +7,7 @@
 #include "minfer.h"
 #include "gguf/gguf.h"
 #include "graph/graph.h"
+#include "graph/kv.h"
 
 typedef enum mf_arch { MF_ARCH_LLAMA, MF_ARCH_QWEN2, MF_ARCH_QWEN3, MF_ARCH_COUNT } mf_arch;
 
@@ -30,6 +31,9 @@ struct mf_model {
     mf_hparams hp;
     mf_weight *weights; /* every tensor of the file, in file order */
     int64_t n_weights;
+    bool *used;         /* [n_weights] the architecture uses weight i */
+    bool tied;          /* output is tok_embd */
+    char fingerprint[33]; /* mf_gguf_fingerprint of the file */
     const mf_weight *tok_embd, *output_norm, *output, *output_b; /* output may be tok_embd (tied) */
     mf_layer *layers;
     double load_s;
@@ -43,6 +47,10 @@ const mf_hparams *mf_model_hparams(const mf_model *m);
 /* Build the forward graph for n_tokens tokens, of which n_outputs rows (chosen by the OUT_IDS
  * input when n_outputs < n_tokens) reach the output norm and lm_head. Nodes are only recorded. */
 mf_status mf_model_build_graph(const mf_model *m, int32_t n_tokens, int32_t n_outputs, mf_graph *g);
+
+/* The context's KV cache and model (state.c). */
+mf_kv_cache *mf_context_kv(mf_context *c);
+const mf_model *mf_context_model(const mf_context *c);
 
 /* Graphs this context has built so far (tests check that decoding reuses one). */
 int32_t mf_context_n_graph_builds(const mf_context *c);
