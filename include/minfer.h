@@ -1,14 +1,23 @@
-/* minfer.h: the public C API of libminfer, a local LLM inference engine for GGUF models.
+/* minfer.h: the public C API of libminfer, a local LLM inference engine for GGUF models. It is
+ * the whole API: the minfer program, its server and its pages use nothing else.
  *
- * Conventions for every call in this header:
+ * Conventions for every call in this header and the ones it includes:
  * - Functions that can fail return an mf_status; MF_OK is 0. On failure, mf_last_error() returns a
  *   message for the calling thread that names the thing, the bad value and, where known, the fix.
- * - Handles are opaque. Each open or create call has a free call that accepts NULL.
+ * - Handles are opaque. Each open or create call has a free call that accepts NULL. Strings a call
+ *   returns belong to the object they come from unless the call says "caller frees" (free()).
  * - Nothing here calls exit() or aborts on bad input; only broken internal invariants abort
- *   (MF_ASSERT, on in release builds too).
- * - Thread safety: a loaded model is read-only and may be shared by threads; everything else
- *   (contexts, samplers, tokenizer streams) belongs to one thread at a time.
- */
+ *   (on in release builds too).
+ * - Thread safety: a loaded model (and its tokenizer and metadata) is read-only and may be shared by
+ *   threads; everything else (contexts, samplers, generators, streams) belongs to one thread at a
+ *   time. The log callback and level are process-wide.
+ * - The library reads no environment variables: programs fill the params structs (the minfer
+ *   program reads MINFER_ISA, MINFER_ORDER, MINFER_TRACE, MINFER_DUMP_DIR and MINFER_LOG into them).
+ *
+ * Parts: this file (status, logging, weight types, system, models, contexts, batches, sequences,
+ * saved states), minfer/gguf.h (GGUF metadata and tensors), minfer/tokenizer.h, minfer/chat.h
+ * (chat templates), minfer/sample.h (sampler chain, stop strings, the generation loop),
+ * minfer/quantize.h. docs/api.md has a whole generation in one page. */
 #ifndef MINFER_H
 #define MINFER_H
 
@@ -44,6 +53,106 @@ const char *mf_status_str(mf_status s);
  * on this thread. */
 const char *mf_last_error(void);
 
+/* ==== Logging ====
+ * The library's warnings and notes go to a callback; the default writes "minfer: <level>: <msg>"
+ * lines to stderr. Messages above the level are not formatted at all. */
+typedef enum mf_log_level { MF_LOG_ERROR, MF_LOG_WARN, MF_LOG_INFO, MF_LOG_DEBUG } mf_log_level;
+/* msg has no trailing newline; it is valid only during the call. */
+typedef void (*mf_log_fn)(mf_log_level level, const char *msg, void *user);
+/* fn NULL restores the default. Set it before other threads use the library. */
+void mf_log_set_callback(mf_log_fn fn, void *user);
+void mf_log_set_level(mf_log_level level); /* default MF_LOG_WARN */
+mf_log_level mf_log_get_level(void);
+/* "error", "warn" (or "warning"), "info", "debug"; MF_ERR_ARG for anything else. */
+mf_status mf_log_level_from_name(const char *name, mf_log_level *out);
+
+/* Monotonic time in seconds (the clock behind every speed the library reports). */
+double mf_time_s(void);
+
+/* ==== Weight and tensor types ====
+ * GGML's on-disk type ids (append-only). */
+typedef enum mf_type {
+    MF_TYPE_F32 = 0,
+    MF_TYPE_F16 = 1,
+    MF_TYPE_Q4_0 = 2,
+    MF_TYPE_Q4_1 = 3,
+    MF_TYPE_Q5_0 = 6,
+    MF_TYPE_Q5_1 = 7,
+    MF_TYPE_Q8_0 = 8,
+    MF_TYPE_Q8_1 = 9,
+    MF_TYPE_Q2_K = 10,
+    MF_TYPE_Q3_K = 11,
+    MF_TYPE_Q4_K = 12,
+    MF_TYPE_Q5_K = 13,
+    MF_TYPE_Q6_K = 14,
+    MF_TYPE_Q8_K = 15,
+    MF_TYPE_IQ2_XXS = 16,
+    MF_TYPE_IQ2_XS = 17,
+    MF_TYPE_IQ3_XXS = 18,
+    MF_TYPE_IQ1_S = 19,
+    MF_TYPE_IQ4_NL = 20,
+    MF_TYPE_IQ3_S = 21,
+    MF_TYPE_IQ2_S = 22,
+    MF_TYPE_IQ4_XS = 23,
+    MF_TYPE_I8 = 24,
+    MF_TYPE_I16 = 25,
+    MF_TYPE_I32 = 26,
+    MF_TYPE_I64 = 27,
+    MF_TYPE_F64 = 28,
+    MF_TYPE_IQ1_M = 29,
+    MF_TYPE_BF16 = 30,
+    MF_TYPE_TQ1_0 = 34,
+    MF_TYPE_TQ2_0 = 35,
+    MF_TYPE_MXFP4 = 39,
+    MF_TYPE_COUNT = 40 /* one past the largest id; ids without a format have block size 0 */
+} mf_type;
+
+/* "Q4_K", or "type-N" for ids without a name. Never NULL. */
+const char *mf_type_name(uint32_t type);
+/* Parse a name ("q4_k", "Q4_K", "f16", case-insensitive); false if unknown. */
+bool mf_type_from_name(const char *name, mf_type *out);
+/* Values per block (1 for plain types); 0 for ids with no format. */
+int64_t mf_type_block_size(mf_type type);
+/* Bytes for a row of n values; 0 if n is not a multiple of the block size or the type is unknown. */
+size_t mf_row_size(mf_type type, int64_t n);
+/* Whether minfer can dequantize (read) the type, and whether it can compute with it. */
+bool mf_type_readable(mf_type type);
+bool mf_type_computable(mf_type type);
+
+/* ==== System: instruction sets and devices ==== */
+
+/* The CPU kernel level a context uses. AUTO: the best this CPU runs. */
+typedef enum mf_isa { MF_ISA_AUTO = 0, MF_ISA_SCALAR, MF_ISA_AVX2, MF_ISA_AVX512, MF_ISA_NEON, MF_ISA_COUNT } mf_isa;
+/* "auto", "scalar", "avx2", "avx512", "neon" (the spellings mf_isa_from_name accepts). */
+const char *mf_isa_name(mf_isa isa);
+mf_status mf_isa_from_name(const char *name, mf_isa *out);
+/* Whether this build has kernels for isa and this CPU runs them (AUTO and SCALAR always). */
+bool mf_isa_supported(mf_isa isa);
+/* The level AUTO (or an unsupported request) resolves to on this machine. */
+mf_isa mf_isa_resolve(mf_isa isa);
+/* What the kernels of a level are called in reports: "avx512-vnni", "avx2", "neon-dotprod", "scalar". */
+const char *mf_isa_kernels_name(mf_isa isa);
+/* The CPU's model name (from /proc/cpuinfo or the CPUID brand string); "" when unknown. */
+const char *mf_cpu_name(void);
+
+typedef struct mf_cuda_device {
+    char name[256];
+    int major, minor;      /* compute capability */
+    size_t total_mem;      /* bytes */
+    int multiprocessors;
+} mf_cuda_device;
+/* Whether this build contains the CUDA backend. */
+bool mf_cuda_built(void);
+/* Usable CUDA devices: 0 when none, the driver is missing, or in a CPU-only build (the reason is in
+ * mf_last_error()). */
+int mf_cuda_device_count(void);
+mf_status mf_cuda_device_info(int i, mf_cuda_device *out);
+
+/* Remove the temporary files of every file write in progress (quantize output, saved states).
+ * Async-signal-safe: a program calls it from its SIGINT/SIGTERM handler, so an interrupted write
+ * leaves nothing behind. */
+void mf_remove_temp_files(void);
+
 /* ==== Engine: models, contexts, forward passes ====
  *
  * A model is loaded once (weights stay in the mapped file) and is read-only: several contexts, on
@@ -64,6 +173,31 @@ typedef struct mf_model_load_params {
 } mf_model_load_params;
 mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params, mf_model **out);
 void mf_model_free(mf_model *m);
+
+/* Facts about a loaded model. */
+typedef struct mf_model_info {
+    const char *arch;          /* "llama", "qwen2", "qwen3" */
+    const char *name;          /* general.name, or "" */
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    float rope_freq_base, norm_eps;
+    int32_t rope_dims;
+    bool tied_embeddings;      /* the output projection is the token embedding */
+    uint64_t n_params;         /* weights of the matrices and vectors */
+    uint64_t weight_bytes;     /* bytes of all weights */
+    uint64_t decode_bytes;     /* weight bytes one decoded token reads (all but the embedding table,
+                                  which is read one row per token, unless tied) */
+    uint64_t macs_per_token;   /* multiply-adds of one token's matmuls, output projection included */
+    uint64_t macs_output;      /* of which the output projection (computed once per chunk in prefill) */
+    mf_type main_type;         /* the type holding most weight bytes of the matrices */
+    uint64_t type_bytes[MF_TYPE_COUNT]; /* bytes of matrices per type */
+    uint64_t file_size;        /* all parts of the file */
+    uint32_t n_parts;
+    const char *pages;         /* how the OS holds the mapped weights: "huge" (2 MiB pages),
+                                  "reloaded" (read again into 2 MiB pages at load), "small", "read"
+                                  (read into memory, no_mmap), "n/a" */
+} mf_model_info;
+/* Fill *info; never fails for a loaded model. Strings belong to the model. */
+void mf_model_get_info(const mf_model *m, mf_model_info *info);
 const char *mf_model_arch(const mf_model *m); /* "llama", "qwen2", "qwen3" */
 /* 32 hex digits that identify the model file (a hash of its metadata, tensor infos and samples of
  * every tensor's data); saved states are bound to it. */
@@ -79,12 +213,25 @@ double mf_model_load_seconds(const mf_model *m);
 #define MF_FUSION_QKV_ROPE_STORE 0x2u  /* Q/K/V bias, RoPE and KV store in one op */
 #define MF_FUSION_ALL 0x3u
 
+/* How the CPU kernels order float operations. EXACT: as llama.cpp's x86 kernels where minfer has
+ * them (quantized logits equal llama.cpp's bit for bit where the order allows it), else the
+ * kernels' own order; FAST: the SIMD kernels' own order everywhere (about 15 % faster on some
+ * types, agreeing with llama.cpp to ~1e-4 NMSE). Either way results are batch invariant. */
+typedef enum mf_float_order { MF_ORDER_EXACT = 0, MF_ORDER_FAST } mf_float_order;
+
 typedef struct mf_context_params {
     int32_t n_ctx;      /* KV cache cells (tokens of context); 0: the model's context length */
     int32_t n_ubatch;   /* prefill chunk: longer inputs run in chunks of this many tokens (default 512) */
     int32_t n_threads;  /* CPU threads; 0: one per online CPU */
     bool kv_f32;        /* KV cache in F32 instead of F16 */
     unsigned fusions;   /* MF_FUSION_* bits (default MF_FUSION_ALL) */
+    mf_isa isa;         /* kernel level (default AUTO; one the CPU lacks falls back with a warning) */
+    mf_float_order order; /* default MF_ORDER_EXACT */
+    /* Record per-node statistics of every forward pass into this JSON file, written when the context
+     * is freed (NULL: none; see docs/graph-json.md). trace_dump_dir: also write each traced node's
+     * values (real tokens only) as raw f32 files there. */
+    const char *trace_path;
+    const char *trace_dump_dir;
 } mf_context_params;
 
 mf_context_params mf_context_default_params(void);
@@ -93,6 +240,10 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *p, mf_co
 void mf_context_free(mf_context *c);
 int32_t mf_context_n_ctx(const mf_context *c);
 int32_t mf_context_n_threads(const mf_context *c);
+int32_t mf_context_n_ubatch(const mf_context *c);
+/* The kernel level and float order the context runs. */
+mf_isa mf_context_isa(const mf_context *c);
+mf_float_order mf_context_order(const mf_context *c);
 
 /* Sequence ids are 0 .. MF_MAX_SEQ - 1. */
 #define MF_MAX_SEQ 64
@@ -173,11 +324,14 @@ mf_status mf_context_seq_state_load_file(mf_context *c, int32_t seq, const char 
  * scheduling and fusion, as Graphviz DOT (format "dot") or JSON ("json", see docs/graph-json.md). */
 mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, const char *format,
                                 const char *path);
-/* Record per-node statistics of every forward pass into a JSON file written by mf_context_free
- * (also enabled by the environment variable MINFER_TRACE=FILE at context creation). */
-mf_status mf_context_trace(mf_context *c, const char *path);
-
 #ifdef __cplusplus
 }
 #endif
+
+#include "minfer/gguf.h"
+#include "minfer/tokenizer.h"
+#include "minfer/chat.h"
+#include "minfer/sample.h"
+#include "minfer/quantize.h"
+
 #endif /* MINFER_H */

@@ -136,7 +136,7 @@ static void test_fallback(void) {
     CHECKF(g && mf_chat_template_from_gguf(g, NULL, &t) == MF_OK, "%s", mf_last_error());
     if (t) {
         CHECK(mf_chat_template_is_fallback(t));
-        CHECK(!strcmp(mf_chat_template_source(t), mf_chat_template_chatml));
+        CHECK(!strcmp(mf_chat_template_source(t), mf_chat_template_chatml()));
         json_t *conv = json_object_get(json_object_get(g_renders, "conversations"), "system_multi");
         const char *want = json_string_value(json_object_get(
             json_object_get(json_object_get(json_object_get(g_renders, "renders"), "Qwen-Qwen2.5-7B-Instruct"), "system_multi"), "text"));

@@ -284,7 +284,7 @@ static void test_size_limit(void) {
 }
 
 static void on_term(int sig) {
-    mf_gguf_writer_remove_temp_files();
+    mf_remove_temp_files();
     _exit(128 + sig);
 }
 

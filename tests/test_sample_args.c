@@ -95,7 +95,7 @@ static void test_errors(void) {
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     mf_cli_sample_usage(f);
     fclose(f);
-    for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) CHECKF(strstr(buf, num_flags[j].name), "%s", num_flags[j].name);
+    for (size_t j = 0; j < CLI_ARRAY_LEN(num_flags); j++) CHECKF(strstr(buf, num_flags[j].name), "%s", num_flags[j].name);
     CHECK(strstr(buf, "--stop") && strstr(buf, "--samplers") && strstr(buf, "--logit-bias") && strstr(buf, "--seed"));
 }
 
@@ -109,7 +109,7 @@ static void test_vocab_bridge(void) {
         return;
     }
     int32_t nv = mf_tokenizer_n_vocab(tok);
-    mf_sampler_vocab v = mf_cli_sample_vocab(tok, nv, 256);
+    mf_sampler_vocab v = mf_sampler_vocab_from_tokenizer(tok, nv, 256);
     CHECK(v.n_vocab == nv && v.n_ctx == 256 && v.n_eog > 0 && v.piece);
     int32_t id = mf_tokenizer_find(tok, "\xc4\xa0Hello", 7); /* stored as "Ġ" "Hello" */
     size_t len = 0;

@@ -10,7 +10,7 @@ static mf_status from(mf_sample_settings *s, const char *text) {
     json_error_t err;
     json_t *j = json_loads(text, 0, &err);
     CHECKF(j != NULL, "bad test JSON: %s", err.text);
-    mf_status st = j ? mf_sample_settings_from_json(s, j) : MF_ERR_ARG;
+    mf_status st = j ? mf_sample_settings_apply_json(s, j) : MF_ERR_ARG;
     json_decref(j);
     return st;
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const char mf_chat_template_chatml[] =
+const char mf_chat_template_chatml_source[] =
     "{%- for message in messages -%}\n"
     "{{- '<|im_start|>' + message['role'] + '\\n' -}}\n"
     "{%- if message['content'] is string -%}{{- message['content'] -}}\n"
@@ -17,6 +17,8 @@ const char mf_chat_template_chatml[] =
     "{{- '<|im_end|>\\n' -}}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
+
+const char *mf_chat_template_chatml(void) { return mf_chat_template_chatml_source; }
 
 struct mf_chat_template {
     jarena arena; /* AST and constants */
@@ -187,7 +189,7 @@ mf_status mf_chat_template_from_gguf(const mf_gguf *g, const char *override_sour
     }
     if ((st = token_text(g, "tokenizer.ggml.bos_token_id", &bos)) != MF_OK) goto done;
     if ((st = token_text(g, "tokenizer.ggml.eos_token_id", &eos)) != MF_OK) goto done;
-    st = mf_chat_template_create(override_source ? override_source : src ? src : mf_chat_template_chatml, out);
+    st = mf_chat_template_create(override_source ? override_source : src ? src : mf_chat_template_chatml_source, out);
     if (st != MF_OK) goto done;
     if ((st = mf_chat_template_set_tokens(*out, bos, eos)) != MF_OK) {
         mf_chat_template_free(*out);
@@ -199,5 +201,114 @@ done:
     free(src);
     free(bos);
     free(eos);
+    return st;
+}
+
+/* ---- rendering from JSON text and from structs ---- */
+
+static json_t *parse_json(const char *text, const char *what, mf_status *st) {
+    json_error_t err;
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    if (!v) *st = mf_fail(MF_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", what, err.line, err.column, err.text);
+    return v;
+}
+
+mf_status mf_chat_template_render_json(const mf_chat_template *t, const char *context_json,
+                                       const mf_chat_render_params *params, char **out, size_t *out_len) {
+    *out = NULL;
+    if (!context_json) return mf_fail(MF_ERR_ARG, "chat template context is NULL");
+    mf_status st = MF_OK;
+    json_t *ctx = parse_json(context_json, "chat template context", &st);
+    if (!ctx) return st;
+    if (!json_is_object(ctx)) st = mf_fail(MF_ERR_FORMAT, "chat template context: must be a JSON object");
+    if (!st) st = mf_chat_template_render(t, ctx, params, out, out_len);
+    json_decref(ctx);
+    return st;
+}
+
+mf_chat_options mf_chat_default_options(void) {
+    return (mf_chat_options){.add_generation_prompt = true, .enable_thinking = -1};
+}
+
+static mf_status set_str(json_t *o, const char *key, const char *v) {
+    if (!v) return MF_OK;
+    json_t *s = json_string(v);
+    if (!s) return mf_fail(MF_ERR_ARG, "message %s: not valid UTF-8", key);
+    return json_object_set_new(o, key, s) ? MF_ERR_NOMEM : MF_OK;
+}
+
+/* Tool-call arguments given as a JSON string become objects, as templates expect (they iterate or
+ * tojson them); other values stay. */
+static void decode_arguments(json_t *calls) {
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        json_t *fn = json_object_get(call, "function"), *args = fn ? json_object_get(fn, "arguments") : NULL;
+        if (!json_is_string(args)) continue;
+        json_t *obj = json_loads(json_string_value(args), 0, NULL);
+        if (json_is_object(obj)) json_object_set_new(fn, "arguments", obj);
+        else json_decref(obj);
+    }
+}
+
+mf_status mf_chat_render(const mf_chat_template *t, const mf_chat_message *messages, size_t n,
+                         const mf_chat_options *opts, char **out, size_t *out_len) {
+    *out = NULL;
+    const mf_chat_options o = opts ? *opts : mf_chat_default_options();
+    mf_status st = MF_OK;
+    json_t *ctx = NULL;
+    if (o.extra_json) {
+        if (!(ctx = parse_json(o.extra_json, "chat options extra_json", &st))) return st;
+        if (!json_is_object(ctx)) {
+            json_decref(ctx);
+            return mf_fail(MF_ERR_FORMAT, "chat options extra_json: must be a JSON object");
+        }
+    } else if (!(ctx = json_object())) {
+        return MF_ERR_NOMEM;
+    }
+    json_t *msgs = json_array();
+    if (!msgs || json_object_set_new(ctx, "messages", msgs)) st = MF_ERR_NOMEM;
+    for (size_t i = 0; i < n && !st; i++) {
+        const mf_chat_message *m = &messages[i];
+        if (!m->role) {
+            st = mf_fail(MF_ERR_ARG, "message %zu has no role", i);
+            break;
+        }
+        json_t *jm = json_object();
+        if (!jm || json_array_append_new(msgs, jm)) {
+            st = MF_ERR_NOMEM;
+            break;
+        }
+        if (!(st = set_str(jm, "role", m->role)) && !(st = set_str(jm, "content", m->content)) &&
+            !(st = set_str(jm, "reasoning_content", m->reasoning_content)) &&
+            !(st = set_str(jm, "tool_call_id", m->tool_call_id)) && !(st = set_str(jm, "name", m->name)) &&
+            !m->content)
+            st = json_object_set_new(jm, "content", json_null()) ? MF_ERR_NOMEM : MF_OK;
+        if (!st && m->tool_calls_json) {
+            json_t *calls = parse_json(m->tool_calls_json, "message tool_calls_json", &st);
+            if (calls && !json_is_array(calls)) {
+                json_decref(calls);
+                calls = NULL;
+                st = mf_fail(MF_ERR_FORMAT, "message %zu tool_calls_json: must be a JSON array", i);
+            }
+            if (calls) {
+                decode_arguments(calls);
+                json_object_set_new(jm, "tool_calls", calls);
+            }
+        }
+    }
+    if (!st && o.tools_json) {
+        json_t *tools = parse_json(o.tools_json, "chat options tools_json", &st);
+        if (tools && !json_is_array(tools)) {
+            json_decref(tools);
+            tools = NULL;
+            st = mf_fail(MF_ERR_FORMAT, "chat options tools_json: must be a JSON array");
+        }
+        if (tools) json_object_set_new(ctx, "tools", tools);
+    }
+    if (!st) json_object_set_new(ctx, "add_generation_prompt", json_boolean(o.add_generation_prompt));
+    if (!st && o.enable_thinking >= 0) json_object_set_new(ctx, "enable_thinking", json_boolean(o.enable_thinking));
+    if (!st) st = mf_chat_template_render(t, ctx, o.params, out, out_len);
+    json_decref(ctx);
     return st;
 }

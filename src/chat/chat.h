@@ -1,5 +1,5 @@
-/* chat.h: chat templates: compile a model's Jinja chat template once and render conversations with
- * it, byte-identical to Hugging Face transformers' apply_chat_template (jinja2 sandbox,
+/* chat.h: chat templates (the API is public, include/minfer/chat.h); this header adds rendering
+ * from a jansson object for the library's own use. Templates render byte-identical to Hugging Face transformers' apply_chat_template (jinja2 sandbox,
  * trim_blocks, lstrip_blocks, loopcontrols, tojson without ASCII escaping, raise_exception,
  * strftime_now).
  *
@@ -11,42 +11,12 @@
 
 #include "core/core.h"
 #include "gguf/gguf.h"
+#include "minfer/chat.h"
 
 #include <jansson.h>
 
-typedef struct mf_chat_template mf_chat_template;
-
-/* The template minfer uses when a model has none (ChatML, as Qwen models write it). */
-extern const char mf_chat_template_chatml[];
-
-/* Compile NUL-terminated UTF-8 template source. Errors name the line and the construct:
- * MF_ERR_FORMAT for syntax errors ("line 3: expected '%}', got ..."), MF_ERR_UNSUPPORTED for
- * valid Jinja minfer does not implement ("line 7: unknown filter 'wordwrap'"). */
-mf_status mf_chat_template_create(const char *source, mf_chat_template **out);
-void mf_chat_template_free(mf_chat_template *t);
-
-/* Load a model's chat template and the texts of its BOS/EOS tokens from GGUF metadata
- * (tokenizer.chat_template, tokenizer.ggml.tokens[tokenizer.ggml.bos_token_id / eos_token_id]).
- * override_source (may be NULL) replaces the model's template. A model without a template gets
- * mf_chat_template_chatml, with a warning logged and mf_chat_template_is_fallback() true. */
-mf_status mf_chat_template_from_gguf(const mf_gguf *g, const char *override_source, mf_chat_template **out);
-
-/* Set the texts bos_token/eos_token render as (NULL = ""); copied. from_gguf sets them. */
-mf_status mf_chat_template_set_tokens(mf_chat_template *t, const char *bos, const char *eos);
-const char *mf_chat_template_bos(const mf_chat_template *t); /* "" when unset */
-const char *mf_chat_template_eos(const mf_chat_template *t);
-const char *mf_chat_template_source(const mf_chat_template *t);
-bool mf_chat_template_is_fallback(const mf_chat_template *t);
-
-typedef struct mf_chat_render_params {
-    int64_t now;       /* strftime_now's clock in seconds since the epoch, read as UTC; 0 = local time now */
-    size_t max_output; /* limit on the rendered text and any string built on the way, bytes */
-    size_t max_memory; /* limit on the interpreter's working memory, bytes */
-    uint64_t max_steps; /* limit on evaluation steps (statements, loop iterations, calls) */
-} mf_chat_render_params;
-
-/* now 0, max_output 64 MiB, max_memory 1 GiB, max_steps 50 million. */
-mf_chat_render_params mf_chat_render_default_params(void);
+/* The ChatML template source (mf_chat_template_chatml() returns it). */
+extern const char mf_chat_template_chatml_source[];
 
 /* Render with a context object: every key becomes a template variable, typically
  *   messages (array of {role, content, tool_calls, reasoning_content, ...}), tools,

@@ -3,8 +3,8 @@
  * the last join, best of a few runs (a loaded machine only ever makes a run slower). The int8 kernels
  * keep a dozen independent accumulators in registers so the instruction's latency is hidden and only
  * its throughput counts. */
-#include "cli/bench_probe.h"
-#include "core/core.h"
+#include "bench_probe.h"
+#include "cli.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -92,7 +92,7 @@ static double probe_mem_bw(int32_t n_threads) {
         for (int run = 0; run < PROBE_RUNS; run++) {
             for (int32_t i = 0; i < n_threads; i++)
                 jobs[i] = (probe_job){.fn = mem_read, .mem = buf + (size_t)i * per, .n_words = per};
-            best = MF_MAX(best, run_threads(n_threads, jobs));
+            best = CLI_MAX(best, run_threads(n_threads, jobs));
         }
     }
     free(jobs);
@@ -163,12 +163,12 @@ static double probe_int8_gmacs(int32_t n_threads, const char **isa) {
     probe_job cal = {.fn = fn, .iters = 1u << 16};
     double t0 = mf_time_s();
     fn(&cal);
-    double dt = MF_MAX(mf_time_s() - t0, 1e-6);
+    double dt = CLI_MAX(mf_time_s() - t0, 1e-6);
     uint64_t iters = (uint64_t)((double)cal.iters * 0.1 / dt) + 1;
     double best = 0;
     for (int run = 0; run < PROBE_RUNS; run++) {
         for (int32_t i = 0; i < n_threads; i++) jobs[i] = (probe_job){.fn = fn, .iters = iters};
-        best = MF_MAX(best, run_threads(n_threads, jobs));
+        best = CLI_MAX(best, run_threads(n_threads, jobs));
     }
     free(jobs);
     return best / 1e9;
@@ -191,7 +191,7 @@ void cli_bench_probe_limits(int32_t n_threads, bool want_bw, bool want_gmacs, do
         const char *name = isa_names[0];
         if (want_bw) msg[0] = probe_mem_bw(n_threads);
         if (want_gmacs) msg[1] = probe_int8_gmacs(n_threads, &name);
-        for (size_t i = 0; i < MF_ARRAY_LEN(isa_names); i++)
+        for (size_t i = 0; i < CLI_ARRAY_LEN(isa_names); i++)
             if (!strcmp(name, isa_names[i])) msg[2] = (double)i;
         ssize_t w = write(fd[1], msg, sizeof msg);
         _exit(w == (ssize_t)sizeof msg ? 0 : 1);
@@ -206,7 +206,7 @@ void cli_bench_probe_limits(int32_t n_threads, bool want_bw, bool want_gmacs, do
         if (got == (ssize_t)sizeof msg) {
             *mem_bw = msg[0], *gmacs = msg[1];
             size_t k = (size_t)msg[2];
-            *isa = isa_names[k < MF_ARRAY_LEN(isa_names) ? k : 0];
+            *isa = isa_names[k < CLI_ARRAY_LEN(isa_names) ? k : 0];
         }
     }
     close(fd[0]);

@@ -1,12 +1,25 @@
-/* cli.h: the minfer program's commands and the small helpers they share.
+/* cli.h: the minfer program's commands and the small helpers they share. The program is a client
+ * of the library's public API (minfer.h) and nothing else.
  * Every command is `int cmd_NAME(int argc, char **argv)` where argv[0] is the command name; it
  * returns the process exit code (0 ok, 1 failure, 2 usage error) and prints errors as one line. */
 #ifndef MF_CLI_H
 #define MF_CLI_H
 
-#include "core/core.h"
+
+#include "minfer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define CLI_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CLI_MAX(a, b) ((a) > (b) ? (a) : (b))
+#if defined(__GNUC__)
+#define CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLI_PRINTF(f, a)
+#endif
 
 /* The command table: X(name, function, one-line help). Add a line per command. */
 #define MF_CLI_COMMANDS(X)                                                                         \
@@ -24,7 +37,7 @@ MF_CLI_COMMANDS(MF_CLI_DECLARE)
 #undef MF_CLI_DECLARE
 
 /* Print "minfer: <msg>\n" to stderr. */
-void cli_error(const char *fmt, ...) MF_PRINTF(1, 2);
+void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* Print the library's last error for a failed status: "minfer: <what>: <message>". */
 void cli_error_status(mf_status s, const char *what);
 /* Parse a whole decimal integer in [lo, hi]; on failure print an error naming flag and return false. */
@@ -33,5 +46,11 @@ bool cli_parse_float(const char *flag, const char *s, double lo, double hi, doub
 /* For option parsing: if argv[*i] equals flag, take the next argument as its value into *val.
  * Returns 1 if matched, 0 if not, -1 (after printing an error) if the value is missing. */
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val);
+
+/* The settings the library takes as parameters and the program reads from the environment:
+ * MINFER_ISA (scalar, avx2, avx512, neon), MINFER_ORDER (fast), MINFER_TRACE (a JSON file of per-node
+ * statistics), MINFER_DUMP_DIR (node values as raw f32, with MINFER_TRACE). A bad value is reported
+ * and ignored. MINFER_LOG (error, warn, info, debug) is applied by main. */
+void cli_context_env(mf_context_params *p);
 
 #endif /* MF_CLI_H */

@@ -1,5 +1,5 @@
 /* cli_util.c: the helpers every command shares: one-line errors and checked number parsing. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,4 +52,20 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
     }
     *val = argv[++*i];
     return 1;
+}
+
+void cli_context_env(mf_context_params *p) {
+    const char *isa = getenv("MINFER_ISA"), *order = getenv("MINFER_ORDER");
+    if (isa && *isa && mf_isa_from_name(isa, &p->isa) != MF_OK) cli_error("MINFER_ISA: %s", mf_last_error());
+    if (order && *order) {
+        if (!strcmp(order, "fast"))
+            p->order = MF_ORDER_FAST;
+        else if (!strcmp(order, "exact"))
+            p->order = MF_ORDER_EXACT;
+        else
+            cli_error("MINFER_ORDER: '%s' is not fast or exact", order);
+    }
+    const char *trace = getenv("MINFER_TRACE"), *dump = getenv("MINFER_DUMP_DIR");
+    if (trace && *trace) p->trace_path = trace;
+    if (dump && *dump) p->trace_dump_dir = dump;
 }

@@ -4,9 +4,8 @@
  * sample standard deviation of tokens/s. Each test also reports what it achieved against the
  * machine's limits: weight bytes read per token x tokens/s (GB/s, the decode bound) and weight MACs
  * per token x tokens/s (GMAC/s, the prefill bound), and the process's peak resident memory. */
-#include "cli/bench_probe.h"
-#include "cli/cli.h"
-#include "model/model.h"
+#include "bench_probe.h"
+#include "cli.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -107,42 +106,27 @@ static const char *ftype_name(uint32_t ft) {
         {10, "Q2_K"}, {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"},
         {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"}, {32, "BF16"},
     };
-    for (size_t i = 0; i < MF_ARRAY_LEN(names); i++)
+    for (size_t i = 0; i < CLI_ARRAY_LEN(names); i++)
         if (names[i].id == ft) return names[i].name;
     return NULL;
 }
 
 static void describe_model(const mf_model *m, double load_s, model_info *mi) {
-    uint64_t bytes = 0, macs = 0, params = 0, type_bytes[MF_TYPE_COUNT] = {0};
-    mi->macs_output = 0;
-    for (int64_t i = 0; i < m->n_weights; i++) {
-        const mf_weight *w = &m->weights[i];
-        uint64_t rows = (uint64_t)(w->ne[1] * w->ne[2] * w->ne[3]);
-        uint64_t nb = (uint64_t)w->row_bytes * rows;
-        params += (uint64_t)w->ne[0] * rows;
-        if ((int)w->type >= 0 && w->type < MF_TYPE_COUNT && rows > 1) type_bytes[w->type] += nb;
-        if (w == m->tok_embd && w != m->output) continue;
-        bytes += nb;
-        if (rows > 1) macs += (uint64_t)w->ne[0] * rows;
-        if (w == m->output) mi->macs_output = (uint64_t)w->ne[0] * rows;
-    }
-    mi->size = mf_model_size_bytes(m);
-    mi->n_params = params;
-    mi->bytes_per_token = bytes;
-    mi->macs_per_token = macs;
+    mf_model_info info;
+    mf_model_get_info(m, &info);
+    mi->size = info.weight_bytes;
+    mi->n_params = info.n_params;
+    mi->bytes_per_token = info.decode_bytes;
+    mi->macs_per_token = info.macs_per_token;
+    mi->macs_output = info.macs_output;
     mi->load_s = load_s;
-    mi->pages = mf_gguf_pages_name(m->pages);
+    mi->pages = info.pages;
     /* The file type as written by the quantizer, else the type holding most matrix bytes. */
     uint32_t ft;
     const char *tname = NULL;
     if (mf_gguf_get_u32(mf_model_gguf(m), "general.file_type", &ft) == MF_OK) tname = ftype_name(ft);
-    if (!tname) {
-        int best = 0;
-        for (int t = 1; t < MF_TYPE_COUNT; t++)
-            if (type_bytes[t] > type_bytes[best]) best = t;
-        const mf_type_traits *tt = mf_type_get_traits((uint32_t)best);
-        tname = tt && tt->name ? tt->name : "?";
-    }
+    if (!tname) tname = mf_type_name(info.main_type);
+    const uint64_t params = info.n_params;
     double p = (double)params;
     if (p >= 1e9)
         snprintf(mi->type, sizeof mi->type, "%s %.1fB %s", mf_model_arch(m), p / 1e9, tname);
@@ -221,6 +205,7 @@ static double run_once(mf_context *c, int32_t n_vocab, int32_t n_prompt, int32_t
 
 static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     mf_context_params p = mf_context_default_params();
+    cli_context_env(&p);
     p.n_ctx = r->n_prompt + r->n_gen;
     p.n_threads = r->n_threads;
     p.n_ubatch = r->n_ubatch;
@@ -233,7 +218,7 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     }
     r->n_threads = mf_context_n_threads(c);
     int32_t n_vocab = mf_model_n_vocab(m);
-    int32_t *tokens = malloc((size_t)MF_MAX(r->n_prompt, 1) * sizeof *tokens);
+    int32_t *tokens = malloc((size_t)CLI_MAX(r->n_prompt, 1) * sizeof *tokens);
     r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
     bool ok = tokens && r->samples_ns;
     if (!ok) cli_error("bench: out of memory");
@@ -244,7 +229,7 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     for (int32_t k = 0; ok && k < o->reps; k++) {
         double ns = run_once(c, n_vocab, r->n_prompt, r->n_gen, tokens, &rng);
         ok = ns >= 0;
-        if (ok) r->samples_ns[r->n_samples++] = MF_MAX(ns, 1.0);
+        if (ok) r->samples_ns[r->n_samples++] = CLI_MAX(ns, 1.0);
     }
     free(tokens);
     mf_context_free(c);

@@ -3,9 +3,7 @@
  * with -o it writes the values as raw little-endian float32 in row-major order (ne[0] fastest),
  * one file per tensor (DIR/<name>.f32 with --all), for inspecting weights and comparing with other
  * tools. */
-#include "cli/cli.h"
-#include "gguf/gguf.h"
-#include "quant/quant.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,23 +22,19 @@ static void dump_usage(FILE *f) {
 
 /* Dequantize t row by row, passing each row to out (a FILE, or NULL for statistics only). */
 static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path, bool print) {
-    const mf_type_traits *tr = mf_type_get_traits(t->type);
-    if (!tr->dequantize) {
-        cli_error("tensor '%s' has type %s, which minfer cannot dequantize", t->name, mf_type_name(t->type));
-        return 1;
-    }
     const int64_t row = t->ne[0];
-    const size_t row_bytes = mf_row_size(t->type, row);
-    if (row_bytes == 0 && row != 0) {
-        cli_error("tensor '%s': row length %lld is not a multiple of %s's block size %lld", t->name, (long long)row,
-                  tr->name, (long long)tr->blck_size);
-        return 1;
-    }
     int64_t nrows = 1;
     for (uint32_t d = 1; d < MF_GGUF_MAX_DIMS; d++) nrows *= t->ne[d];
-    float *buf = mf_malloc((size_t)(row > 0 ? row : 1) * sizeof(float));
+    float *buf = malloc((size_t)(row > 0 ? row : 1) * sizeof(float));
     if (!buf) {
         cli_error_status(MF_ERR_NOMEM, "dump");
+        return 1;
+    }
+    /* an unreadable type or a bad row length shows in the first row */
+    mf_status st = mf_gguf_tensor_to_f32(t, 0, nrows > 0 && row > 0 ? 1 : 0, buf);
+    if (st) {
+        cli_error_status(st, "dump");
+        free(buf);
         return 1;
     }
     double sum = 0, sum2 = 0;
@@ -48,7 +42,7 @@ static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path,
     int nfirst = 0;
     int rc = 0;
     for (int64_t r = 0; r < nrows && row > 0; r++) {
-        tr->dequantize((const uint8_t *)t->data + (size_t)r * row_bytes, buf, row);
+        mf_gguf_tensor_to_f32(t, r, 1, buf);
         if (out && fwrite(buf, sizeof(float), (size_t)row, out) != (size_t)row) {
             cli_error("writing %s: %s", out_path, strerror(errno));
             rc = 1;
@@ -64,7 +58,7 @@ static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path,
     }
     if (print && rc == 0) {
         const double n = (double)row * (double)nrows;
-        printf("%s: %s [", t->name, tr->name);
+        printf("%s: %s [", t->name, mf_type_name(t->type));
         for (uint32_t d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("], %.0f values\n", n);
         if (n > 0) {
@@ -148,7 +142,7 @@ int cmd_dump(int argc, char **argv) {
                 break;
             }
             const size_t len = strlen(out) + strlen(t->name) + 8;
-            char *path = mf_malloc(len);
+            char *path = malloc(len);
             if (!path) {
                 rc = 1;
                 break;

@@ -1,8 +1,7 @@
 /* cmd_info.c: `minfer info MODEL [--tensors] [--json]`: what a GGUF model is: architecture, size,
  * hyperparameters, tokenizer and special tokens, chat template, split parts, and optionally every
  * tensor. All facts are gathered once into a JSON object (jansson); text output prints from it. */
-#include "cli/cli.h"
-#include "gguf/gguf.h"
+#include "cli.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -59,9 +58,9 @@ static const char *rope_mode(const char *arch) {
     static const char *const neox[] = {"qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "phi2", "phi3", "gemma",
                                        "gemma2", "gemma3", "stablelm", "gptneox", "falcon", "starcoder2", "olmo2"};
     static const char *const normal[] = {"llama", "mistral", "granite", "deepseek", "deepseek2", "baichuan", "minicpm"};
-    for (size_t i = 0; i < MF_ARRAY_LEN(neox); i++)
+    for (size_t i = 0; i < CLI_ARRAY_LEN(neox); i++)
         if (!strcmp(arch, neox[i])) return "neox";
-    for (size_t i = 0; i < MF_ARRAY_LEN(normal); i++)
+    for (size_t i = 0; i < CLI_ARRAY_LEN(normal); i++)
         if (!strcmp(arch, normal[i])) return "normal";
     return "unknown";
 }
@@ -86,7 +85,7 @@ static json_t *gather(const mf_gguf *g) {
     const mf_gguf_kv *akv = mf_gguf_find_kv(g, "general.architecture");
     char arch[128] = "";
     if (akv && akv->value.type == MF_GGUF_STRING)
-        snprintf(arch, sizeof arch, "%.*s", (int)MF_MIN(akv->value.str.len, 127), akv->value.str.ptr);
+        snprintf(arch, sizeof arch, "%.*s", (int)CLI_MIN(akv->value.str.len, 127), akv->value.str.ptr);
     set_opt(o, "architecture", kv_string(g, "general.architecture"));
     set_opt(o, "name", kv_string(g, "general.name"));
 
@@ -154,7 +153,7 @@ static json_t *gather(const mf_gguf *g) {
                                               {"eot", "tokenizer.ggml.eot_token_id"}, {"pad", "tokenizer.ggml.padding_token_id"},
                                               {"unk", "tokenizer.ggml.unknown_token_id"}};
     json_t *sp = json_object();
-    for (size_t i = 0; i < MF_ARRAY_LEN(specials); i++) {
+    for (size_t i = 0; i < CLI_ARRAY_LEN(specials); i++) {
         uint32_t id;
         const mf_gguf_kv *kv = mf_gguf_find_kv(g, specials[i][1]);
         if (!kv || mf_gguf_get_u32(g, specials[i][1], &id) != MF_OK) continue;

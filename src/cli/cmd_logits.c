@@ -2,7 +2,7 @@
  * list of token ids in one sequence and write the logits as raw little-endian float32, n_vocab per
  * row: the last position, or every position with --all (row-major, the layout of the reference
  * logits in the test fixtures). The KV cache is F32 by default here, as the references use. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <stdlib.h>
 
@@ -114,6 +114,7 @@ int cmd_logits(int argc, char **argv) {
         goto done;
     }
     mf_context_params p = mf_context_default_params();
+    cli_context_env(&p);
     p.n_ctx = n_ctx ? (int32_t)n_ctx : n;
     p.n_threads = (int32_t)threads;
     p.kv_f32 = kv_f32;

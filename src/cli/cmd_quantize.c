@@ -3,8 +3,7 @@
  * --output-tensor-type and --token-embedding-type as in llama-quantize), with a progress line on
  * stderr. The output appears under OUT only when complete; Ctrl-C (SIGINT) or SIGTERM stops the work
  * and removes the temporary file. */
-#include "cli/cli.h"
-#include "quant/qmodel.h"
+#include "cli.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -18,7 +17,7 @@ static volatile sig_atomic_t interrupted;
  * and let a second signal kill the process outright. Only async-signal-safe calls here. */
 static void on_signal(int sig) {
     interrupted = sig;
-    mf_gguf_writer_remove_temp_files();
+    mf_remove_temp_files();
     signal(sig, SIG_DFL);
 }
 
@@ -107,7 +106,7 @@ static int dry_run(const char *in, const mf_quant_ftype *ft, const mf_quant_rule
 
 /* A tensor type for an override option: one minfer can write (file types like Q4_K_M are not types). */
 static bool parse_tensor_type(const char *opt, const char *arg, mf_type *out) {
-    if (mf_type_from_name(arg, out) && mf_quant_file_quantizer(*out)) return true;
+    if (mf_type_from_name(arg, out) && mf_quant_type_writable(*out)) return true;
     cli_error("quantize: %s: '%s' is not a type minfer can write (one of: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 "
               "Q2_K Q3_K Q4_K Q5_K Q6_K)", opt, arg);
     return false;

@@ -2,14 +2,9 @@
  * prompt with its chat template (or send it raw), stream the reply to stdout as tokens are
  * produced, stop at an end-of-generation token, a stop string or -n, and print a summary (load
  * time, prompt and generation speed) to stderr. */
-#include "cli/cli.h"
-#include "cli/sample_args.h"
-#include "chat/chat.h"
-#include "model/model.h"
-#include "sample/gen.h"
-#include "tok/tokenizer.h"
+#include "cli.h"
+#include "sample_args.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 
 static void usage(FILE *f) {
@@ -48,17 +43,14 @@ static char *read_stdin(void) {
     return buf;
 }
 
-/* The prompt text the model sees: the chat template applied to [system], user, or the raw text. */
+/* The prompt text the model sees: the chat template applied to [system], user. */
 static mf_status format_prompt(const mf_model *m, const char *system, const char *user, char **out) {
     mf_chat_template *t = NULL;
     mf_status st = mf_chat_template_from_gguf(mf_model_gguf(m), NULL, &t);
     if (st) return st;
-    json_t *msgs = json_array();
-    if (system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", system));
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", user));
-    json_t *ctx = json_pack("{s:o, s:b}", "messages", msgs, "add_generation_prompt", 1);
-    st = mf_chat_template_render(t, ctx, NULL, out, NULL);
-    json_decref(ctx);
+    mf_chat_message msgs[2] = {{.role = "system", .content = system}, {.role = "user", .content = user}};
+    mf_chat_options opts = mf_chat_default_options();
+    st = system ? mf_chat_render(t, msgs, 2, &opts, out, NULL) : mf_chat_render(t, msgs + 1, 1, &opts, out, NULL);
     mf_chat_template_free(t);
     return st;
 }
@@ -155,7 +147,7 @@ int cmd_run(int argc, char **argv) {
     rc = 1;
     mf_model *m = NULL;
     mf_context *c = NULL;
-    mf_tokenizer *tok = NULL;
+    const mf_tokenizer *tok = NULL;
     mf_gen *gen = NULL;
     bool context_full = false;
     char *stdin_text = NULL, *text = NULL;
@@ -169,7 +161,10 @@ int cmd_run(int argc, char **argv) {
     if ((st = mf_model_load_ex(o.model, &lp, &m))) goto fail;
     double load_s = mf_time_s() - t0;
     what = "tokenizer";
-    if ((st = mf_tokenizer_load(mf_model_gguf(m), &tok))) goto fail;
+    if (!(tok = mf_model_tokenizer(m))) {
+        st = MF_ERR_FORMAT;
+        goto fail;
+    }
     const char *prompt = o.prompt;
     if (!prompt) {
         if (!(stdin_text = read_stdin())) {
@@ -195,6 +190,7 @@ int cmd_run(int argc, char **argv) {
     }
 
     mf_context_params cp = mf_context_default_params();
+    cli_context_env(&cp);
     cp.n_ctx = (int32_t)o.n_ctx;
     cp.n_threads = (int32_t)o.threads;
     cp.n_ubatch = (int32_t)o.ubatch;
@@ -214,7 +210,7 @@ int cmd_run(int argc, char **argv) {
     if (o.json && (st = mf_context_dump_graph(c, dump_n, 1, "json", o.json))) goto fail;
 
     what = "sampler";
-    mf_sampler_vocab sv = mf_cli_sample_vocab(tok, mf_model_n_vocab(m), n_ctx);
+    mf_sampler_vocab sv = mf_sampler_vocab_from_tokenizer(tok, mf_model_n_vocab(m), n_ctx);
     if ((st = mf_gen_create(&so.params, (const char *const *)so.stop, so.n_stop, so.n_predict, &sv, &gen))) goto fail;
     mf_cli_sample_report(stderr, mf_gen_sampler(gen));
     if ((st = mf_gen_prompt(gen, ids, n_ids))) goto fail;
@@ -265,7 +261,6 @@ fail:
 done:
     mf_gen_free(gen);
     mf_context_free(c);
-    mf_tokenizer_free(tok);
     mf_model_free(m);
     mf_cli_sample_opts_free(&so);
     free(ids);

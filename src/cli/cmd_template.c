@@ -1,8 +1,7 @@
 /* cmd_template.c: `minfer template MODEL --messages FILE`: render a conversation with the model's
  * chat template and print exactly the rendered text (no trailing newline added). Works on
  * vocabulary-only GGUF files; --chat-template-file replaces the model's template. */
-#include "chat/chat.h"
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -45,7 +44,7 @@ static json_t *make_context(json_t *req) {
         json_object_set(ctx, "messages", req);
     } else {
         static const char *const keys[] = {"messages", "tools", "documents", "add_generation_prompt", "enable_thinking"};
-        for (size_t i = 0; i < MF_ARRAY_LEN(keys); i++) {
+        for (size_t i = 0; i < CLI_ARRAY_LEN(keys); i++) {
             json_t *v = json_object_get(req, keys[i]);
             if (v) json_object_set(ctx, keys[i], v);
         }
@@ -121,7 +120,10 @@ int cmd_template(int argc, char **argv) {
     } else st = mf_chat_template_create(src, &t);
     if (st != MF_OK) { cli_error_status(st, tmpl_file ? tmpl_file : model); goto done; }
     ctx = make_context(req);
-    if ((st = mf_chat_template_render(t, ctx, &params, &out, &len)) != MF_OK) { cli_error_status(st, "template"); goto done; }
+    char *ctx_text = ctx ? json_dumps(ctx, JSON_COMPACT) : NULL;
+    st = ctx_text ? mf_chat_template_render_json(t, ctx_text, &params, &out, &len) : MF_ERR_NOMEM;
+    free(ctx_text);
+    if (st != MF_OK) { cli_error_status(st, "template"); goto done; }
     if (fwrite(out, 1, len, stdout) != len || fflush(stdout) != 0) { cli_error("template: writing the output failed"); goto done; }
     rc = 0;
 done:

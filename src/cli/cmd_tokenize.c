@@ -1,7 +1,6 @@
 /* cmd_tokenize.c: `minfer tokenize MODEL TEXT`: show the token ids and pieces the model's tokenizer
  * makes of a text (works on vocabulary-only GGUF files too). */
-#include "cli/cli.h"
-#include "tok/tokenizer.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -1,7 +1,5 @@
 /* main.c: the minfer program: dispatches `minfer COMMAND ...` to the command table in cli.h. */
-#include "cli/cli.h"
-#include "cuda/cuda.h"
-#include "simd/simd.h"
+#include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +22,23 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    const char *log = getenv("MINFER_LOG");
+    mf_log_level level;
+    if (log && *log) {
+        if (mf_log_level_from_name(log, &level) == MF_OK)
+            mf_log_set_level(level);
+        else
+            cli_error("MINFER_LOG: %s", mf_last_error());
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("minfer %s\ncpu kernels: %s\n", MINFER_VERSION, mf_simd_isa_name());
+        mf_context_params cp = mf_context_default_params();
+        cli_context_env(&cp);
+        printf("minfer %s\ncpu kernels: %s\ncpu: %s\n", MINFER_VERSION, mf_isa_kernels_name(cp.isa),
+               mf_cpu_name()[0] ? mf_cpu_name() : "unknown");
         if (mf_cuda_built()) {
             int n = mf_cuda_device_count();
             printf("cuda: %d device%s%s%s\n", n, n == 1 ? "" : "s", n ? "" : ": ", n ? "" : mf_last_error());
@@ -46,9 +55,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; commands[i].name; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    /* `minfer MODEL [PROMPT]` is `minfer run MODEL [PROMPT]` once the run command exists. */
-    for (size_t i = 0; commands[i].name; i++)
-        if (!strcmp(commands[i].name, "run")) return commands[i].fn(argc, argv);
-    cli_error("unknown command '%s' (see minfer --help)", argv[1]);
-    return 2;
+    /* `minfer MODEL [PROMPT]` is `minfer run MODEL [PROMPT]` */
+    return cmd_run(argc, argv);
 }

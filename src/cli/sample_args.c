@@ -1,9 +1,8 @@
 /* sample_args.c: parsing of the sampling and stop flags for minfer's commands (see sample_args.h).
  * Self-contained (prints its own "minfer: ..." errors) so tests can compile it directly. */
-#include "cli/sample_args.h"
-#include "cli/cli.h"
+#include "sample_args.h"
+#include "cli.h"
 
-#include "core/core.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +17,7 @@ void mf_cli_sample_opts_free(mf_cli_sample_opts *o) { mf_sample_settings_free(o)
 
 /* Backslash escapes as a shell user would type them: \n \t \r \\ \" \' \xHH. */
 static char *unescape(const char *s) {
-    char *out = mf_malloc(strlen(s) + 1), *w = out;
+    char *out = malloc(strlen(s) + 1), *w = out;
     if (!out) return NULL;
     for (; *s; s++) {
         if (*s != '\\' || !s[1]) {
@@ -115,7 +114,7 @@ static int parse_logit_bias(const char *flag, const char *v, mf_cli_sample_opts 
         if (!cli_parse_int(flag, idbuf, 0, 2147483647LL, &id)) return -1;
         return mf_sample_settings_add_bias(o, (int32_t)id, NULL, bias) ? -1 : 1;
     }
-    char *key = mf_strndup(v, k);
+    char *key = strndup(v, k);
     char *text = key ? unescape(key) : NULL;
     mf_status st = text ? mf_sample_settings_add_bias(o, 0, text, bias) : MF_ERR_NOMEM;
     free(key);
@@ -145,8 +144,8 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
                                          "--samplers", "--sampling-seq", "--sampler-seq", "--dry-sequence-breaker",
                                          "--stop"};
     bool known = false;
-    for (size_t j = 0; j < MF_ARRAY_LEN(valued); j++) known |= !strcmp(a, valued[j]);
-    for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) known |= is(a, num_flags[j].name) || is(a, num_flags[j].alias);
+    for (size_t j = 0; j < CLI_ARRAY_LEN(valued); j++) known |= !strcmp(a, valued[j]);
+    for (size_t j = 0; j < CLI_ARRAY_LEN(num_flags); j++) known |= is(a, num_flags[j].name) || is(a, num_flags[j].alias);
     if (!known) return 0;
     if (*i + 1 >= argc) {
         cli_error("%s needs a value", a);
@@ -154,7 +153,7 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o) {
     }
     const char *v = argv[++*i];
 
-    for (size_t j = 0; j < MF_ARRAY_LEN(num_flags); j++) {
+    for (size_t j = 0; j < CLI_ARRAY_LEN(num_flags); j++) {
         if (!is(a, num_flags[j].name) && !is(a, num_flags[j].alias)) continue;
         char *field = (char *)&o->params + num_flags[j].off;
         if (num_flags[j].kind == K_FLOAT) {
@@ -244,25 +243,6 @@ void mf_cli_sample_usage(FILE *f) {
           "  --stop S                  stop when S appears in the output, S not shown (repeatable;\n"
           "                            \\n \\t \\xHH escapes)\n",
           f);
-}
-
-static const char *tok_piece(void *user, int32_t id, size_t *len) {
-    const uint8_t *b = NULL;
-    if (mf_tokenizer_token_to_bytes(user, id, MF_TOK_DECODE_SPECIAL, &b, len) != MF_OK) return NULL;
-    return (const char *)b;
-}
-
-static const char *tok_show(void *user, int32_t id, size_t *len) {
-    const uint8_t *b = NULL;
-    if (mf_tokenizer_token_to_bytes(user, id, 0, &b, len) != MF_OK) return NULL;
-    return (const char *)b;
-}
-
-mf_sampler_vocab mf_cli_sample_vocab(const mf_tokenizer *tok, int32_t n_vocab, int32_t n_ctx) {
-    size_t n_eog = 0;
-    const int32_t *eog = mf_tokenizer_eog_ids(tok, &n_eog);
-    return (mf_sampler_vocab){.n_vocab = n_vocab, .n_ctx = n_ctx, .piece = tok_piece, .show = tok_show, .user = (void *)tok,
-                              .eog = eog, .n_eog = n_eog};
 }
 
 void mf_cli_sample_report(FILE *f, const mf_sampler *s) {

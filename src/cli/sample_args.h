@@ -10,22 +10,21 @@
  *       if (r > 0) continue;                                        // a sampling flag, consumed
  *       ... the command's own flags ...
  *   }
- *   then: vocab = mf_cli_sample_vocab(tok, n_logits, n_ctx);
- *         mf_gen_create(&so.params, so.stop, so.n_stop, so.n_predict, &vocab, &gen);  (sample/gen.h)
+ *   then: vocab = mf_sampler_vocab_from_tokenizer(tok, n_logits, n_ctx);
+ *         mf_gen_create(&so.params, so.stop, so.n_stop, so.n_predict, &vocab, &gen);  (minfer/sample.h)
  *         mf_cli_sample_report(stderr, mf_gen_sampler(gen));
  *   mf_cli_sample_opts_free(&so) once the generator exists (it copies what it needs).
  */
 #ifndef MF_CLI_SAMPLE_ARGS_H
 #define MF_CLI_SAMPLE_ARGS_H
 
-#include "sample/sampler.h"
-#include "sample/settings.h"
-#include "tok/tokenizer.h"
+
+#include "minfer.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
-/* The settings the flags fill (sample/settings.h): params, stop, n_stop, n_predict, seed_given. */
+/* The settings the flags fill (minfer/sample.h): params, stop, n_stop, n_predict, seed_given. */
 typedef mf_sample_settings mf_cli_sample_opts;
 
 /* mf_sample_settings_init / mf_sample_settings_free under the names the commands use. */
@@ -39,12 +38,6 @@ int mf_cli_sample_arg(int argc, char **argv, int *i, mf_cli_sample_opts *o);
 
 /* The usage text block for these flags, with defaults. */
 void mf_cli_sample_usage(FILE *f);
-
-/* The sampler's view of a tokenizer: n_vocab (the width of the model's logits, which may exceed the
- * tokenizer's count), n_ctx (resolves the -1 windows), token texts as printed (special tokens with
- * their text) for DRY breakers and logit bias by text, the shown text (control tokens empty), and
- * the end-of-generation ids. The tokenizer must outlive every sampler created with it. */
-mf_sampler_vocab mf_cli_sample_vocab(const mf_tokenizer *tok, int32_t n_vocab, int32_t n_ctx);
 
 /* Print the chain and the seed to f, e.g. "sampler: logits -> top_k(40) -> ... -> dist(seed 42)"
  * and "seed: 42": a run without --seed can be repeated with the printed seed. */

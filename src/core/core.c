@@ -171,27 +171,37 @@ double mf_time_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int log_threshold(void) {
-    static int level = -1;
-    if (level < 0) {
-        const char *e = getenv("MINFER_LOG");
-        level = MF_LOG_WARN;
-        if (e) {
-            if (!strcmp(e, "error")) level = MF_LOG_ERROR;
-            else if (!strcmp(e, "info")) level = MF_LOG_INFO;
-            else if (!strcmp(e, "debug")) level = MF_LOG_DEBUG;
-        }
-    }
-    return level;
+static mf_log_fn log_fn;
+static void *log_user;
+static int log_level = MF_LOG_WARN;
+
+void mf_log_set_callback(mf_log_fn fn, void *user) {
+    __atomic_store_n(&log_user, user, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&log_fn, fn, __ATOMIC_SEQ_CST);
+}
+void mf_log_set_level(mf_log_level level) { __atomic_store_n(&log_level, (int)level, __ATOMIC_SEQ_CST); }
+mf_log_level mf_log_get_level(void) { return (mf_log_level)__atomic_load_n(&log_level, __ATOMIC_SEQ_CST); }
+
+mf_status mf_log_level_from_name(const char *name, mf_log_level *out) {
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; name && i < 4; i++)
+        if (!strcmp(name, names[i])) return *out = (mf_log_level)i, MF_OK;
+    if (name && !strcmp(name, "warning")) return *out = MF_LOG_WARN, MF_OK;
+    return mf_fail(MF_ERR_ARG, "log level '%s': use error, warn, info or debug", name ? name : "(null)");
 }
 
 void mf_log(mf_log_level level, const char *fmt, ...) {
     static const char *const tags[] = {"error", "warning", "info", "debug"};
-    if ((int)level > log_threshold()) return;
+    if ((int)level > __atomic_load_n(&log_level, __ATOMIC_SEQ_CST) || (int)level < 0 || (int)level > MF_LOG_DEBUG)
+        return;
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "minfer: %s: ", tags[level]);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    mf_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_SEQ_CST);
+    if (fn)
+        fn(level, msg, __atomic_load_n(&log_user, __ATOMIC_SEQ_CST));
+    else
+        fprintf(stderr, "minfer: %s: %s\n", tags[level], msg);
 }

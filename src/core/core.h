@@ -72,11 +72,9 @@ static inline float mf_bf16_to_f32(mf_bf16 h) {
 }
 mf_bf16 mf_f32_to_bf16(float f);
 
-/* Monotonic time in seconds. */
-double mf_time_s(void);
 
-/* Logging to stderr; level from MINFER_LOG (error, warn, info, debug), default warn. */
-typedef enum { MF_LOG_ERROR, MF_LOG_WARN, MF_LOG_INFO, MF_LOG_DEBUG } mf_log_level;
+/* Log through the application's callback (minfer.h: mf_log_set_callback); messages above the level
+ * set with mf_log_set_level are not formatted. */
 void mf_log(mf_log_level level, const char *fmt, ...) MF_PRINTF(2, 3);
 
 #endif /* MF_CORE_H */

@@ -29,6 +29,27 @@ static char *resolve_target(const char *path) {
     return NULL; /* a symlink loop */
 }
 
+/* Temporary files being written, for mf_remove_temp_files from a signal handler: slots claimed and
+ * released with atomic operations, so any thread may write files at the same time. */
+#define MAX_TEMP 32
+static char *volatile temp_files[MAX_TEMP];
+
+static void track_temp(char *p, bool on) {
+    for (int i = 0; i < MAX_TEMP; i++) {
+        char *expected = on ? NULL : p;
+        if (__atomic_compare_exchange_n(&temp_files[i], &expected, on ? p : NULL, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return;
+    }
+}
+
+void mf_remove_temp_files(void) {
+    for (int i = 0; i < MAX_TEMP; i++) {
+        char *p = __atomic_load_n(&temp_files[i], __ATOMIC_SEQ_CST);
+        if (p) unlink(p);
+    }
+}
+
 mf_status mf_atomic_begin(mf_atomic_file *f, const char *path) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
@@ -58,6 +79,7 @@ mf_status mf_atomic_begin(mf_atomic_file *f, const char *path) {
         mf_atomic_abort(f);
         return s;
     }
+    track_temp(f->tmp, true);
     /* keep the mode of the file being replaced; new files get 0644 */
     fchmod(f->fd, stat(f->path, &st) == 0 ? st.st_mode & 07777 : 0644);
     return MF_OK;
@@ -84,6 +106,7 @@ mf_status mf_atomic_commit(mf_atomic_file *f) {
     if (!s && close(f->fd) != 0) s = mf_fail(MF_ERR_IO, "closing '%s': %s", f->path, strerror(errno));
     if (!s) f->fd = -1;
     if (!s && rename(f->tmp, f->path) != 0) s = mf_fail(MF_ERR_IO, "renaming '%s' to '%s': %s", f->tmp, f->path, strerror(errno));
+    if (!s) track_temp(f->tmp, false);
     if (s) {
         mf_atomic_abort(f);
         return s;
@@ -104,8 +127,11 @@ mf_status mf_atomic_commit(mf_atomic_file *f) {
 }
 
 void mf_atomic_abort(mf_atomic_file *f) {
-    if (f->fd >= 0) close(f->fd);
-    if (f->tmp) unlink(f->tmp);
+    if (f->tmp) { /* only a begun file owns its descriptor */
+        if (f->fd >= 0) close(f->fd);
+        track_temp(f->tmp, false);
+        unlink(f->tmp);
+    }
     free(f->tmp);
     free(f->path);
     f->fd = -1;

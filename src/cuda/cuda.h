@@ -9,20 +9,7 @@
 extern "C" {
 #endif
 
-typedef struct mf_cuda_device {
-    char name[256];
-    int major, minor;      /* compute capability */
-    size_t total_mem;      /* bytes */
-    int multiprocessors;
-} mf_cuda_device;
-
-/* Whether this build contains the CUDA backend. */
-bool mf_cuda_built(void);
-/* Number of usable CUDA devices: 0 when none, when the driver is missing, or in a CPU-only build
- * (the reason is in mf_last_error()). */
-int mf_cuda_device_count(void);
-/* Properties of device i (0 <= i < mf_cuda_device_count()). */
-mf_status mf_cuda_device_info(int i, mf_cuda_device *out);
+/* mf_cuda_device, mf_cuda_built, mf_cuda_device_count, mf_cuda_device_info: see minfer.h. */
 
 #ifdef __cplusplus
 }

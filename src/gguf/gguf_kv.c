@@ -277,3 +277,23 @@ mf_status mf_gguf_find_str_dup(const mf_gguf *g, const char *key, char **out) {
     *out = mf_strndup(kv->value.str.ptr, (size_t)kv->value.str.len);
     return *out ? MF_OK : MF_ERR_NOMEM;
 }
+
+mf_status mf_gguf_tensor_to_f32(const mf_gguf_tensor *t, int64_t row0, int64_t n_rows, float *out) {
+    const mf_type_traits *tr = mf_type_get_traits(t->type);
+    if (!tr->dequantize)
+        return mf_fail(MF_ERR_UNSUPPORTED, "tensor '%s' has type %s, which minfer cannot dequantize", t->name,
+                       mf_type_name(t->type));
+    const int64_t row = t->ne[0];
+    const size_t row_bytes = mf_row_size(t->type, row);
+    if (row_bytes == 0 && row != 0)
+        return mf_fail(MF_ERR_FORMAT, "tensor '%s': row length %lld is not a multiple of %s's block size %lld", t->name,
+                       (long long)row, tr->name, (long long)tr->blck_size);
+    int64_t total = 1;
+    for (uint32_t d = 1; d < MF_GGUF_MAX_DIMS; d++) total *= t->ne[d];
+    if (row0 < 0 || n_rows < 0 || row0 > total || n_rows > total - row0)
+        return mf_fail(MF_ERR_RANGE, "tensor '%s': rows [%lld, %lld) outside its %lld rows", t->name, (long long)row0,
+                       (long long)(row0 + n_rows), (long long)total);
+    for (int64_t r = 0; r < n_rows && row > 0; r++)
+        tr->dequantize((const uint8_t *)t->data + (size_t)(row0 + r) * row_bytes, out + (size_t)r * (size_t)row, row);
+    return MF_OK;
+}

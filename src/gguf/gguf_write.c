@@ -4,6 +4,7 @@
  * tensor's data follows in declaration order at offsets padded to general.alignment, and finish()
  * fsyncs and renames the file over the output. Any failure removes the temporary file. */
 #include "gguf/gguf_internal.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,37 +61,13 @@ struct mf_gguf_writer {
     int64_t n_tensors, cap_tensors;
     wstate state;
     uint32_t alignment;
-    char *path, *tmp_path;
-    int fd;
+    char *path;
+    mf_atomic_file out; /* the temporary file beside path (core/file.h) */
+    int fd;             /* out.fd while writing */
     int64_t next_tensor;
     uint64_t pos; /* bytes written to the file (through buf) */
     wbuf buf;     /* pending bytes, flushed at WRITE_BUF */
 };
-
-/* ---- temporary files to remove from a signal handler ---- */
-
-#define MAX_ACTIVE 16
-static char *volatile active_tmp[MAX_ACTIVE];
-
-static void track_tmp(const char *p, bool on) {
-    for (int i = 0; i < MAX_ACTIVE; i++) {
-        if (on && !active_tmp[i]) {
-            active_tmp[i] = (char *)p;
-            return;
-        }
-        if (!on && active_tmp[i] == p) {
-            active_tmp[i] = NULL;
-            return;
-        }
-    }
-}
-
-void mf_gguf_writer_remove_temp_files(void) {
-    for (int i = 0; i < MAX_ACTIVE; i++) {
-        char *p = active_tmp[i];
-        if (p) unlink(p);
-    }
-}
 
 /* ---- value encoding ---- */
 
@@ -156,6 +133,7 @@ mf_status mf_gguf_writer_create(mf_gguf_writer **out) {
     *out = mf_calloc(1, sizeof **out);
     if (!*out) return MF_ERR_NOMEM;
     (*out)->fd = -1;
+    (*out)->out.fd = -1;
     return MF_OK;
 }
 
@@ -293,14 +271,8 @@ mf_status mf_gguf_writer_add_tensor(mf_gguf_writer *w, const char *name, mf_type
 /* ---- output ---- */
 
 static void discard_tmp(mf_gguf_writer *w) {
-    if (w->fd >= 0) close(w->fd);
+    mf_atomic_abort(&w->out);
     w->fd = -1;
-    if (w->tmp_path) {
-        track_tmp(w->tmp_path, false);
-        unlink(w->tmp_path);
-        free(w->tmp_path);
-        w->tmp_path = NULL;
-    }
 }
 
 /* Marks the writer failed and removes the temporary file; returns s (message already recorded). */
@@ -316,7 +288,7 @@ static mf_status flush(mf_gguf_writer *w) {
         ssize_t k = write(w->fd, w->buf.p + done, w->buf.n - done);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0)
-            return mf_fail(MF_ERR_IO, "writing '%s' (for '%s') at byte %llu: %s", w->tmp_path, w->path,
+            return mf_fail(MF_ERR_IO, "writing '%s' (for '%s') at byte %llu: %s", w->out.tmp, w->path,
                            (unsigned long long)(w->pos + done), k < 0 ? strerror(errno) : "no progress");
         done += (size_t)k;
     }
@@ -380,22 +352,9 @@ mf_status mf_gguf_writer_begin(mf_gguf_writer *w, const char *path) {
     }
     free(w->path);
     if (!(w->path = mf_strdup(path))) return MF_ERR_NOMEM;
-    /* The temporary file sits in the output's directory, so rename() is atomic (same file system). */
-    const char *slash = strrchr(path, '/');
-    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
-    size_t n = strlen(path) + 32;
-    w->tmp_path = mf_malloc(n);
-    if (!w->tmp_path) return abandon(w, MF_ERR_NOMEM);
-    snprintf(w->tmp_path, n, "%.*s.%s.tmp-XXXXXX", (int)dir_len, path, path + dir_len);
-    w->fd = mkstemp(w->tmp_path);
-    if (w->fd < 0) {
-        int e = errno;
-        free(w->tmp_path);
-        w->tmp_path = NULL;
-        return abandon(w, mf_fail(MF_ERR_IO, "cannot create a temporary file beside '%s': %s", path, strerror(e)));
-    }
-    track_tmp(w->tmp_path, true);
-    fchmod(w->fd, 0644);
+    /* a temporary file in the output's directory, renamed over it when complete (core/file.h) */
+    if ((s = mf_atomic_begin(&w->out, path))) return abandon(w, s);
+    w->fd = w->out.fd;
     w->state = W_WRITING;
     w->pos = 0;
     w->next_tensor = 0;
@@ -459,28 +418,9 @@ mf_status mf_gguf_writer_finish(mf_gguf_writer *w) {
         return abandon(w, mf_fail(MF_ERR_ARG, "GGUF writer: finish after %lld of %lld tensors' data", (long long)w->next_tensor,
                                   (long long)w->n_tensors));
     mf_status s = flush(w);
-    if (s == MF_OK && fsync(w->fd) != 0)
-        s = mf_fail(MF_ERR_IO, "syncing '%s' (for '%s'): %s", w->tmp_path, w->path, strerror(errno));
-    if (s == MF_OK && close(w->fd) != 0)
-        s = mf_fail(MF_ERR_IO, "closing '%s' (for '%s'): %s", w->tmp_path, w->path, strerror(errno));
-    if (s == MF_OK) {
-        w->fd = -1;
-        if (rename(w->tmp_path, w->path) != 0)
-            s = mf_fail(MF_ERR_IO, "renaming '%s' to '%s': %s", w->tmp_path, w->path, strerror(errno));
-    }
+    if (s == MF_OK) s = mf_atomic_commit(&w->out);
+    w->fd = -1;
     if (s != MF_OK) return abandon(w, s);
-    /* Make the rename itself durable; a failure here leaves a complete file, so it is not an error. */
-    const char *slash = strrchr(w->path, '/');
-    char *dir = slash ? mf_strndup(w->path, (size_t)(slash - w->path) + 1) : mf_strdup(".");
-    int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    free(dir);
-    track_tmp(w->tmp_path, false);
-    free(w->tmp_path);
-    w->tmp_path = NULL;
     w->state = W_DONE;
     return MF_OK;
 }

@@ -14,12 +14,12 @@
 
 struct mf_trace {
     char *path;
-    const char *dump_dir; /* MINFER_DUMP_DIR or NULL */
+    char *dump_dir; /* where node values go as raw f32, or NULL */
     json_t *root, *runs, *cur_nodes, *cur_run;
     int32_t n_real, n_graph_tokens;
 };
 
-mf_status mf_trace_create(const char *path, mf_trace **out) {
+mf_status mf_trace_create(const char *path, const char *dump_dir, mf_trace **out) {
     *out = NULL;
     mf_trace *t = mf_calloc(1, sizeof *t);
     if (!t) return MF_ERR_NOMEM;
@@ -33,8 +33,13 @@ mf_status mf_trace_create(const char *path, mf_trace **out) {
         free(t);
         return mf_fail(MF_ERR_NOMEM, "trace: out of memory");
     }
-    const char *dd = getenv("MINFER_DUMP_DIR");
-    t->dump_dir = dd && *dd ? dd : NULL;
+    if (dump_dir && *dump_dir && !(t->dump_dir = mf_strdup(dump_dir))) {
+        json_decref(t->runs);
+        json_decref(t->root);
+        free(t->path);
+        free(t);
+        return MF_ERR_NOMEM;
+    }
     json_object_set_new(t->root, "format", json_string("minfer-trace"));
     json_object_set_new(t->root, "version", json_integer(1));
     json_object_set(t->root, "runs", t->runs);
@@ -50,6 +55,7 @@ mf_status mf_trace_finish(mf_trace *t) {
     json_decref(t->runs);
     json_decref(t->root);
     free(t->path);
+    free(t->dump_dir);
     free(t);
     return st;
 }

@@ -9,7 +9,8 @@
 
 typedef struct mf_trace mf_trace;
 
-mf_status mf_trace_create(const char *path, mf_trace **out);
+/* dump_dir (may be NULL): also write each traced node's real-token values there as raw f32. */
+mf_status mf_trace_create(const char *path, const char *dump_dir, mf_trace **out);
 /* Write the JSON file and free; returns the write status. Accepts NULL (MF_OK). */
 mf_status mf_trace_finish(mf_trace *t);
 /* Start a run of graph g in which the first n_real of g's n_graph_tokens token rows are real. */

@@ -80,6 +80,13 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
     if (p.n_threads < 1 || p.n_threads > 1024)
         return mf_fail(MF_ERR_ARG, "thread count %d: must be in [1, 1024]", p.n_threads);
     if (p.fusions & ~MF_FUSION_ALL) return mf_fail(MF_ERR_ARG, "fusion flags 0x%x: unknown bits", p.fusions);
+    if ((unsigned)p.isa >= MF_ISA_COUNT) return mf_fail(MF_ERR_ARG, "instruction set %d: unknown", (int)p.isa);
+    if (p.order != MF_ORDER_EXACT && p.order != MF_ORDER_FAST)
+        return mf_fail(MF_ERR_ARG, "float order %d: use MF_ORDER_EXACT or MF_ORDER_FAST", (int)p.order);
+    if (p.isa != MF_ISA_AUTO && !mf_isa_supported(p.isa))
+        mf_log(MF_LOG_WARN, "instruction set %s is not supported on this CPU or build; using %s", mf_isa_name(p.isa),
+               mf_isa_name(mf_isa_resolve(p.isa)));
+    p.isa = mf_isa_resolve(p.isa);
     mf_context *c = mf_calloc(1, sizeof *c);
     if (!c) return MF_ERR_NOMEM;
     c->m = m;
@@ -95,8 +102,8 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
         st = MF_ERR_NOMEM;
         goto fail;
     }
-    const char *trace = getenv("MINFER_TRACE");
-    if (trace && *trace && (st = mf_context_trace(c, trace))) goto fail;
+    if (p.trace_path && *p.trace_path && (st = mf_trace_create(p.trace_path, p.trace_dump_dir, &c->trace))) goto fail;
+    c->p.trace_path = c->p.trace_dump_dir = NULL; /* the caller's strings need not outlive the call */
     *out = c;
     return MF_OK;
 fail:
@@ -134,6 +141,9 @@ int32_t mf_context_n_ctx(const mf_context *c) { return c->p.n_ctx; }
 mf_kv_cache *mf_context_kv(mf_context *c) { return &c->kv; }
 const mf_model *mf_context_model(const mf_context *c) { return c->m; }
 int32_t mf_context_n_threads(const mf_context *c) { return c->p.n_threads; }
+int32_t mf_context_n_ubatch(const mf_context *c) { return c->p.n_ubatch; }
+mf_isa mf_context_isa(const mf_context *c) { return c->p.isa; }
+mf_float_order mf_context_order(const mf_context *c) { return c->p.order; }
 int32_t mf_context_n_graph_builds(const mf_context *c) { return c->n_builds; }
 int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }
 static mf_status check_seq(int32_t seq, bool all_ok) {
@@ -384,7 +394,4 @@ mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outpu
     return st;
 }
 
-mf_status mf_context_trace(mf_context *c, const char *path) {
-    if (c->trace) return mf_fail(MF_ERR_ARG, "tracing is already on");
-    return mf_trace_create(path, &c->trace);
-}
+

@@ -4,7 +4,10 @@
 #include "model/model.h"
 #include "cpu/cpu.h"
 
+#include "tok/tokenizer.h"
+
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,6 +21,49 @@ int32_t mf_model_n_vocab(const mf_model *m) { return m->hp.n_vocab; }
 int32_t mf_model_n_ctx_train(const mf_model *m) { return m->hp.n_ctx_train; }
 int32_t mf_model_n_layer(const mf_model *m) { return m->hp.n_layer; }
 double mf_model_load_seconds(const mf_model *m) { return m->load_s; }
+
+void mf_model_get_info(const mf_model *m, mf_model_info *mi) {
+    const mf_hparams *hp = &m->hp;
+    memset(mi, 0, sizeof *mi);
+    mi->arch = m->arch_name;
+    mi->name = m->name ? m->name : "";
+    mi->n_vocab = hp->n_vocab, mi->n_ctx_train = hp->n_ctx_train, mi->n_embd = hp->n_embd;
+    mi->n_layer = hp->n_layer, mi->n_head = hp->n_head, mi->n_head_kv = hp->n_head_kv;
+    mi->head_dim = hp->head_dim, mi->n_ff = hp->n_ff;
+    mi->rope_freq_base = hp->rope.freq_base, mi->rope_dims = hp->rope.n_dims, mi->norm_eps = hp->norm_eps;
+    mi->tied_embeddings = m->tied;
+    for (int64_t i = 0; i < m->n_weights; i++) {
+        const mf_weight *w = &m->weights[i];
+        const uint64_t rows = (uint64_t)(w->ne[1] * w->ne[2] * w->ne[3]), nb = (uint64_t)w->row_bytes * rows;
+        mi->n_params += (uint64_t)w->ne[0] * rows;
+        mi->weight_bytes += nb;
+        if ((unsigned)w->type < MF_TYPE_COUNT && rows > 1) mi->type_bytes[w->type] += nb;
+        if (w == m->tok_embd && w != m->output) continue; /* one row per token, not streamed */
+        mi->decode_bytes += nb;
+        if (rows > 1) mi->macs_per_token += (uint64_t)w->ne[0] * rows;
+        if (w == m->output) mi->macs_output = (uint64_t)w->ne[0] * rows;
+    }
+    for (int t = 0; t < MF_TYPE_COUNT; t++)
+        if (mi->type_bytes[t] > mi->type_bytes[mi->main_type]) mi->main_type = (mf_type)t;
+    mi->file_size = mf_gguf_file_size(m->gguf);
+    mi->n_parts = mf_gguf_n_parts(m->gguf);
+    mi->pages = m->no_mmap ? "read" : mf_gguf_pages_name(m->pages);
+}
+
+const mf_tokenizer *mf_model_tokenizer(const mf_model *cm) {
+    mf_model *m = (mf_model *)cm; /* the tokenizer is built once, under the model's lock */
+    pthread_mutex_lock(&m->tok_lock);
+    if (!m->tok && m->tok_status == MF_OK) {
+        m->tok_status = mf_tokenizer_load(m->gguf, &m->tok);
+        if (m->tok_status) {
+            snprintf(m->tok_error, sizeof m->tok_error, "%s", mf_last_error());
+        }
+    }
+    const mf_tokenizer *t = m->tok;
+    if (!t) mf_fail(m->tok_status, "%s", m->tok_error);
+    pthread_mutex_unlock(&m->tok_lock);
+    return t;
+}
 
 uint64_t mf_model_size_bytes(const mf_model *m) {
     uint64_t s = 0;
@@ -210,6 +256,8 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
     double t0 = mf_time_s();
     mf_model *m = mf_calloc(1, sizeof *m);
     if (!m) return MF_ERR_NOMEM;
+    pthread_mutex_init(&m->tok_lock, NULL);
+    m->no_mmap = params && params->no_mmap;
     mf_status st = mf_gguf_open_ex(path, params && params->no_mmap ? MF_GGUF_OPEN_READ : 0, &m->gguf);
     if (st) goto fail;
     mf_str arch;
@@ -223,6 +271,7 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
         goto fail;
     }
     m->arch_name = arch_names[m->arch];
+    if ((st = mf_gguf_find_str_dup(m->gguf, "general.name", &m->name))) goto fail;
     if ((st = read_hparams(m))) goto fail;
     m->n_weights = mf_gguf_n_tensors(m->gguf);
     m->weights = mf_calloc((size_t)MF_MAX(m->n_weights, 1), sizeof *m->weights);
@@ -262,6 +311,9 @@ void mf_model_free(mf_model *m) {
     free(m->layers);
     free(m->weights);
     free(m->used);
+    free(m->name);
+    mf_tokenizer_free(m->tok);
+    pthread_mutex_destroy(&m->tok_lock);
     mf_gguf_free(m->gguf);
     free(m);
 }

@@ -5,6 +5,8 @@
 #define MF_MODEL_H
 
 #include "minfer.h"
+
+#include <pthread.h>
 #include "gguf/gguf.h"
 #include "graph/graph.h"
 #include "graph/kv.h"
@@ -34,14 +36,19 @@ struct mf_model {
     bool *used;         /* [n_weights] the architecture uses weight i */
     bool tied;          /* output is tok_embd */
     char fingerprint[33]; /* mf_gguf_fingerprint of the file */
+    char *name;           /* general.name, or NULL */
+    bool no_mmap;
+    /* the tokenizer, built on first use (mf_model_tokenizer) */
+    pthread_mutex_t tok_lock;
+    mf_tokenizer *tok;
+    mf_status tok_status;
+    char tok_error[256];
     const mf_weight *tok_embd, *output_norm, *output, *output_b; /* output may be tok_embd (tied) */
     mf_layer *layers;
     double load_s;
     mf_gguf_pages pages; /* how the page cache held the mapped file (after mf_gguf_settle_pages) */
 };
 
-/* The mapped GGUF file (tokenizer, chat template and other metadata live there). */
-const mf_gguf *mf_model_gguf(const mf_model *m);
 const mf_hparams *mf_model_hparams(const mf_model *m);
 
 /* Build the forward graph for n_tokens tokens, of which n_outputs rows (chosen by the OUT_IDS

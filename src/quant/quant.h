@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include "minfer.h" /* mf_type */
+
 #ifdef __CUDACC__
 #define MF_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
@@ -19,41 +21,7 @@
 #define MF_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-typedef enum mf_type {
-    MF_TYPE_F32 = 0,
-    MF_TYPE_F16 = 1,
-    MF_TYPE_Q4_0 = 2,
-    MF_TYPE_Q4_1 = 3,
-    MF_TYPE_Q5_0 = 6,
-    MF_TYPE_Q5_1 = 7,
-    MF_TYPE_Q8_0 = 8,
-    MF_TYPE_Q8_1 = 9,
-    MF_TYPE_Q2_K = 10,
-    MF_TYPE_Q3_K = 11,
-    MF_TYPE_Q4_K = 12,
-    MF_TYPE_Q5_K = 13,
-    MF_TYPE_Q6_K = 14,
-    MF_TYPE_Q8_K = 15,
-    MF_TYPE_IQ2_XXS = 16,
-    MF_TYPE_IQ2_XS = 17,
-    MF_TYPE_IQ3_XXS = 18,
-    MF_TYPE_IQ1_S = 19,
-    MF_TYPE_IQ4_NL = 20,
-    MF_TYPE_IQ3_S = 21,
-    MF_TYPE_IQ2_S = 22,
-    MF_TYPE_IQ4_XS = 23,
-    MF_TYPE_I8 = 24,
-    MF_TYPE_I16 = 25,
-    MF_TYPE_I32 = 26,
-    MF_TYPE_I64 = 27,
-    MF_TYPE_F64 = 28,
-    MF_TYPE_IQ1_M = 29,
-    MF_TYPE_BF16 = 30,
-    MF_TYPE_TQ1_0 = 34,
-    MF_TYPE_TQ2_0 = 35,
-    MF_TYPE_MXFP4 = 39,
-    MF_TYPE_COUNT = 40 /* one past the largest id; ids without a format have blck_size 0 */
-} mf_type;
+
 
 #define MF_QK4_0 32
 #define MF_QK4_1 32
@@ -149,12 +117,6 @@ typedef struct mf_type_traits {
 
 /* Traits of a type id; for unknown ids returns a record with blck_size 0 and name NULL. */
 const mf_type_traits *mf_type_get_traits(uint32_t type);
-/* "Q4_K", or "type-N" text for ids without a name (static storage for known ones). */
-const char *mf_type_name(uint32_t type);
-/* Parse a name ("q4_k", "Q4_K", "f16", case-insensitive); returns false if unknown. */
-bool mf_type_from_name(const char *name, mf_type *out);
-/* Bytes for a row of n values; 0 if n is not a multiple of the block size or the type is unknown. */
-size_t mf_row_size(mf_type type, int64_t n);
 
 /* The quantizer that writes type's blocks in a model file, as llama-quantize does without an
  * importance matrix: traits.quantize, except for Q8_0, whose traits.quantize is the activation

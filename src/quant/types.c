@@ -91,6 +91,10 @@ size_t mf_row_size(mf_type type, int64_t n) {
     return (size_t)(n / t->blck_size) * t->type_size;
 }
 
+int64_t mf_type_block_size(mf_type type) { return mf_type_get_traits(type)->blck_size; }
+bool mf_type_readable(mf_type type) { return mf_type_get_traits(type)->dequantize != NULL; }
+bool mf_quant_type_writable(mf_type type) { return mf_quant_file_quantizer(type) != NULL; }
+
 mf_quantize_fn mf_quant_file_quantizer(mf_type type) {
     switch (type) {
     case MF_TYPE_Q8_0: return mf_quant_quantize_q8_0_weight;

@@ -182,7 +182,7 @@ static mf_status json_samplers(mf_sample_settings *s, const json_t *v) {
     return MF_OK;
 }
 
-mf_status mf_sample_settings_from_json(mf_sample_settings *s, const json_t *req) {
+mf_status mf_sample_settings_apply_json(mf_sample_settings *s, const json_t *req) {
     if (!json_is_object(req)) return mf_fail(MF_ERR_ARG, "the request must be a JSON object");
     mf_sampler_params *p = &s->params;
     const long long W = 1 << 20;
@@ -229,4 +229,15 @@ mf_status mf_sample_settings_from_json(mf_sample_settings *s, const json_t *req)
     if ((v = json_object_get(req, "logit_bias")) && !json_is_null(v) && (st = json_bias(s, v))) return st;
     if ((v = json_object_get(req, "samplers")) && !json_is_null(v) && (st = json_samplers(s, v))) return st;
     return mf_sampler_params_check(p);
+}
+
+mf_status mf_sample_settings_from_json(mf_sample_settings *s, const char *json) {
+    if (!json) return mf_fail(MF_ERR_ARG, "sample settings: JSON text is NULL");
+    json_error_t err;
+    json_t *req = json_loads(json, JSON_DECODE_ANY, &err);
+    if (!req) return mf_fail(MF_ERR_FORMAT, "sample settings: invalid JSON at line %d, column %d: %s", err.line, err.column, err.text);
+    mf_status st = json_is_object(req) ? mf_sample_settings_apply_json(s, req)
+                                       : mf_fail(MF_ERR_FORMAT, "sample settings: the JSON must be an object");
+    json_decref(req);
+    return st;
 }

@@ -5,6 +5,7 @@
 #include "core/core.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 #if defined(__x86_64__)
@@ -138,6 +139,67 @@ bool mf_simd_level_supported(mf_simd_level level) {
 mf_simd_level mf_simd_active_level(void) {
     ensure_init();
     return active;
+}
+
+/* ---- the public view (minfer.h): mf_isa is mf_simd_level + 1, 0 being AUTO ---- */
+
+_Static_assert(MF_ISA_SCALAR == MF_SIMD_SCALAR + 1 && MF_ISA_AVX2 == MF_SIMD_AVX2 + 1 &&
+                   MF_ISA_AVX512 == MF_SIMD_AVX512 + 1 && MF_ISA_NEON == MF_SIMD_NEON + 1,
+               "mf_isa follows mf_simd_level");
+
+const char *mf_isa_name(mf_isa isa) {
+    return isa == MF_ISA_AUTO ? "auto" : (unsigned)isa < MF_ISA_COUNT ? level_names[isa - 1] : "unknown";
+}
+
+mf_status mf_isa_from_name(const char *name, mf_isa *out) {
+    for (int i = 0; name && i < MF_ISA_COUNT; i++)
+        if (!strcasecmp(name, mf_isa_name((mf_isa)i))) return *out = (mf_isa)i, MF_OK;
+    return mf_fail(MF_ERR_ARG, "instruction set '%s': use auto, scalar, avx2, avx512 or neon", name ? name : "(null)");
+}
+
+bool mf_isa_supported(mf_isa isa) {
+    return isa == MF_ISA_AUTO || ((unsigned)isa < MF_ISA_COUNT && mf_simd_level_supported((mf_simd_level)(isa - 1)));
+}
+
+mf_isa mf_isa_resolve(mf_isa isa) {
+    ensure_init();
+    if (isa != MF_ISA_AUTO && mf_isa_supported(isa)) return isa;
+    for (int l = MF_SIMD_LEVEL_COUNT - 1; l >= 0; l--)
+        if (supported[l]) return (mf_isa)(l + 1);
+    return MF_ISA_SCALAR;
+}
+
+const char *mf_isa_kernels_name(mf_isa isa) {
+    switch (mf_isa_resolve(isa)) {
+    case MF_ISA_AVX512: return "avx512-vnni";
+    case MF_ISA_AVX2: return "avx2";
+    case MF_ISA_NEON: return "neon-dotprod";
+    default: return "scalar";
+    }
+}
+
+static char cpu_name[128];
+static pthread_once_t cpu_name_once = PTHREAD_ONCE_INIT;
+
+static void read_cpu_name(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        /* x86: "model name : ..."; arm64 kernels may give "Hardware" or nothing */
+        if (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8)) continue;
+        const char *v = strchr(line, ':');
+        if (!v) continue;
+        for (v++; *v == ' ' || *v == '\t'; v++) {}
+        snprintf(cpu_name, sizeof cpu_name, "%s", v);
+        cpu_name[strcspn(cpu_name, "\n")] = 0;
+        break;
+    }
+    if (f) fclose(f);
+}
+
+const char *mf_cpu_name(void) {
+    pthread_once(&cpu_name_once, read_cpu_name);
+    return cpu_name;
 }
 
 const char *mf_simd_isa_name(void) {
