@@ -1,5 +1,5 @@
 /* minfer.h: the public C API of libminfer, a local LLM inference engine for GGUF models. It is
- * the whole API: the minfer program, its server and its pages use nothing else.
+ * the whole API: the minfer program uses nothing else.
  *
  * Conventions for every call in this header and the ones it includes:
  * - Functions that can fail return an mf_status; MF_OK is 0. On failure, mf_last_error() returns a
@@ -277,7 +277,7 @@ int32_t mf_context_n_outputs(const mf_context *c);
 
 /* ---- sequences ----
  * A cell of the cache may belong to several sequences at once: mf_context_seq_cp shares a prefix
- * without recomputing or copying it (a server slot reusing a cached prompt, a draft branch). Sequence
+ * without recomputing or copying it (a request reusing a cached prompt, a draft branch). Sequence
  * ids outside [0, MF_MAX_SEQ) give MF_ERR_ARG (or 0 / -1 from the queries). */
 
 /* Cells of sequence seq in the cache (for positions 0..n-1 without gaps: the next position). */

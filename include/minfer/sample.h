@@ -21,7 +21,7 @@ extern "C" {
  * (logit bias, repetition/frequency/presence penalties, DRY, top-n-sigma, top-k, locally typical,
  * top-p, min-p, XTC, temperature or dynamic temperature, Mirostat v1/v2) followed by a seeded draw.
  *
- * One mf_sampler belongs to one sequence (one request of the server, one `minfer run`): it holds the
+ * One mf_sampler belongs to one sequence (one request, one `minfer run`): it holds the
  * token history the penalties and DRY look at, Mirostat's running target and the random generator.
  * It is not thread-safe; give each thread or request its own. Every buffer is allocated by
  * mf_sampler_create, so sampling a token allocates nothing.
@@ -155,13 +155,13 @@ mf_status mf_sampler_sample(mf_sampler *s, const float *logits, int32_t *token);
 
 /* Run the chain without drawing and return the final distribution: the surviving tokens with their
  * logits and probabilities (summing to 1), valid until the next call on s. Mirostat's truncation is
- * included, its update is not. For tests, the server's probabilities and inspection. An XTC stage
+ * included, its update is not. For tests, reporting probabilities (logprobs) and inspection. An XTC stage
  * still consumes its random number. */
 mf_status mf_sampler_dist(mf_sampler *s, const float *logits, const mf_sampler_candidate **cands,
                           size_t *n);
 
 /* Draw a token from the distribution the last mf_sampler_dist call returned (and update Mirostat),
- * so a caller can read the probabilities (the server's logprobs) and sample from the same chain
+ * so a caller can read the probabilities (logprobs) and sample from the same chain
  * run: mf_sampler_dist + mf_sampler_draw = mf_sampler_sample. MF_ERR_ARG when no mf_sampler_dist
  * result is pending (each result is drawn from at most once). */
 mf_status mf_sampler_draw(mf_sampler *s, int32_t *token);
@@ -225,7 +225,7 @@ typedef enum mf_stop_reason {
     MF_STOP_LENGTH, /* the -n limit (or the context) was reached */
 } mf_stop_reason;
 
-/* "none", "eog", "stop", "length": short names for logs and the server's finish_reason mapping. */
+/* "none", "eog", "stop", "length": short names for logs and API finish reasons. */
 const char *mf_stop_reason_str(mf_stop_reason r);
 
 typedef struct mf_stop mf_stop;
@@ -255,7 +255,7 @@ mf_status mf_stop_flush(mf_stop *m, const char **out, size_t *out_len);
 bool mf_stop_is_eog_text(const char *text, size_t len);
 
 /* ==== The generation loop ====
- * One generation's token-by-token bookkeeping, shared by `minfer run` and the server: draw
+ * One generation's token-by-token bookkeeping, shared by every program that generates: draw
  * the next token with the sampler, add it to the history, decide whether generation ends (an
  * end-of-generation token, a stop string in the text, the token limit) and return the text that is
  * safe to show. The model stays with the caller; so does the tokenizer, reached through the
@@ -336,7 +336,7 @@ mf_status mf_sample_settings_add_breaker(mf_sample_settings *s, const char *str)
 /* No DRY sequence breakers at all. */
 void mf_sample_settings_clear_breakers(mf_sample_settings *s);
 
-/* Apply the fields of a JSON object given as text (a server request), with llama.cpp server's names
+/* Apply the fields of a JSON object given as text (an API request), with llama.cpp server's names
  * (OpenAI's where they differ are accepted too): temperature, dynatemp_range, dynatemp_exponent,
  * top_k, top_p, min_p, typical_p, top_n_sigma, xtc_probability, xtc_threshold, min_keep,
  * repeat_last_n, repeat_penalty, frequency_penalty, presence_penalty, dry_multiplier, dry_base,

@@ -1,5 +1,5 @@
-/* sample_args.h: the sampling and stopping flags shared by `minfer run` and the server's command
- * line, with llama.cpp's names and defaults (--temp, --top-k, --top-p, --min-p, --typical,
+/* sample_args.h: the sampling and stopping flags every generating command takes, with llama.cpp's
+ * names and defaults (--temp, --top-k, --top-p, --min-p, --typical,
  * --repeat-penalty, --dry-*, --xtc-*, --mirostat*, --logit-bias, --samplers, --seed, --stop, -n, ...).
  *
  * A command's option loop calls mf_cli_sample_arg for each argument first:

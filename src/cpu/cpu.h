@@ -70,7 +70,6 @@ void mf_cpu_rope_head_ref(const mf_rope_params *rp, int32_t pos, const float *x,
 
 void mf_cpu_silu(const float *x, float *y, int64_t n);
 void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n);
-void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale);
 
 /* Store token rows of K and V ({hd * nkv} floats each, per token) into layer's cache cells
  * (cells[t] < 0: skipped), converting to the cache type. */

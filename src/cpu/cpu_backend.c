@@ -118,14 +118,6 @@ static void run_elementwise(void *arg, int ith, int nth) {
     }
 }
 
-static void run_softmax(void *arg, int ith, int nth) {
-    task *t = arg;
-    const mf_node *n = t->n;
-    int64_t K = n->ne[0], r0, r1;
-    mf_pool_range(mf_node_nelements(n) / K, ith, nth, &r0, &r1);
-    const float *x = src(t->g, n, 0)->data;
-    for (int64_t r = r0; r < r1; r++) mf_cpu_softmax_row(x + r * K, (float *)n->data + r * K, K, n->p.softmax.scale);
-}
 
 static void run_kv_store(void *arg, int ith, int nth) {
     task *t = arg;
@@ -252,7 +244,6 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     case MF_OP_MUL:
     case MF_OP_SILU:
     case MF_OP_SWIGLU: fn = run_elementwise; break;
-    case MF_OP_SOFTMAX: fn = run_softmax; break;
     case MF_OP_KV_STORE: fn = run_kv_store; break;
     case MF_OP_ATTENTION:
         if (!kv || n->p.attn.layer >= kv->n_layer) return mf_fail(MF_ERR_INTERNAL, "attention without a KV cache");

@@ -331,18 +331,6 @@ void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
-void mf_cpu_softmax_row(const float *x, float *y, int64_t n, float scale) {
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i] * scale);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        float e = expf(x[i] * scale - mx);
-        y[i] = e;
-        sum += e;
-    }
-    float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) y[i] *= inv;
-}
 
 /* ---- KV cache and attention ---- */
 

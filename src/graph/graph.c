@@ -10,7 +10,7 @@ static const char *const op_names[MF_OP_COUNT] = {
     [MF_OP_NONE] = "none",         [MF_OP_INPUT] = "input",     [MF_OP_GET_ROWS] = "get_rows",
     [MF_OP_RMS_NORM] = "rms_norm", [MF_OP_MATMUL] = "matmul",   [MF_OP_ROPE] = "rope",
     [MF_OP_ADD] = "add",           [MF_OP_MUL] = "mul",         [MF_OP_SILU] = "silu",
-    [MF_OP_SWIGLU] = "swiglu",     [MF_OP_SOFTMAX] = "softmax", [MF_OP_ATTENTION] = "attention",
+    [MF_OP_SWIGLU] = "swiglu",     [MF_OP_RESERVED_10] = "reserved", [MF_OP_ATTENTION] = "attention",
     [MF_OP_KV_STORE] = "kv_store", [MF_OP_VIEW] = "view",       [MF_OP_QKV_ROPE_STORE] = "qkv_rope_store",
 };
 _Static_assert(MF_ARRAY_LEN(op_names) == MF_OP_COUNT, "op name table");
@@ -144,19 +144,12 @@ static int32_t binary(mf_graph *g, mf_op op, int32_t a, int32_t b) {
 
 int32_t mf_graph_add(mf_graph *g, int32_t a, int32_t b) { return binary(g, MF_OP_ADD, a, b); }
 int32_t mf_graph_mul(mf_graph *g, int32_t a, int32_t b) { return binary(g, MF_OP_MUL, a, b); }
-int32_t mf_graph_swiglu(mf_graph *g, int32_t a, int32_t b) { return binary(g, MF_OP_SWIGLU, a, b); }
 
 int32_t mf_graph_silu(mf_graph *g, int32_t x) {
     if (g->status || x < 0) return -1;
     return push(g, MF_OP_SILU, MF_TYPE_F32, node(g, x)->ne, 1, &x);
 }
 
-int32_t mf_graph_softmax(mf_graph *g, int32_t x, float scale) {
-    if (g->status || x < 0) return -1;
-    int32_t id = push(g, MF_OP_SOFTMAX, MF_TYPE_F32, node(g, x)->ne, 1, &x);
-    if (id >= 0) g->nodes[id].p.softmax.scale = scale;
-    return id;
-}
 
 int32_t mf_graph_kv_store(mf_graph *g, int32_t k, int32_t v, int32_t cells, int32_t layer) {
     if (g->status || k < 0 || v < 0 || cells < 0) return -1;

@@ -38,7 +38,7 @@ typedef enum mf_op {
     MF_OP_MUL,        /* a * b, same shape */
     MF_OP_SILU,       /* x / (1 + exp(-x)) */
     MF_OP_SWIGLU,     /* silu(a) * b */
-    MF_OP_SOFTMAX,    /* per row of ne[0]: softmax(x * scale) */
+    MF_OP_RESERVED_10, /* no longer used (values are stable: they appear in exported graphs) */
     MF_OP_ATTENTION,  /* q {hd, nh, nt}, pos, seq, kv-store dep -> {hd*nh, nt}; reads layer's K/V cache */
     MF_OP_KV_STORE,   /* k {hd, nkv, nt}, v {hd, nkv, nt}, cells {nt}: write rows into the layer's cache */
     MF_OP_VIEW,       /* same bytes as src0 from p.view.offset, another shape; no computation */
@@ -73,7 +73,6 @@ typedef union mf_op_params {
     struct { const mf_weight *w, *b; } mm;                     /* MATMUL (w, optional b), GET_ROWS (w) */
     struct { float eps; const mf_weight *w; } norm;           /* RMS_NORM */
     mf_rope_params rope;                                       /* ROPE */
-    struct { float scale; } softmax;                           /* SOFTMAX */
     mf_attn_params attn;                                       /* ATTENTION */
     struct { int32_t layer; } kv;                              /* KV_STORE */
     struct { int64_t offset; } view;                           /* VIEW (bytes into src0) */
@@ -122,8 +121,6 @@ int32_t mf_graph_rope(mf_graph *g, int32_t x, int32_t pos, const mf_rope_params 
 int32_t mf_graph_add(mf_graph *g, int32_t a, int32_t b);
 int32_t mf_graph_mul(mf_graph *g, int32_t a, int32_t b);
 int32_t mf_graph_silu(mf_graph *g, int32_t x);
-int32_t mf_graph_swiglu(mf_graph *g, int32_t a, int32_t b);
-int32_t mf_graph_softmax(mf_graph *g, int32_t x, float scale);
 int32_t mf_graph_kv_store(mf_graph *g, int32_t k, int32_t v, int32_t cells, int32_t layer);
 int32_t mf_graph_attention(mf_graph *g, int32_t q, int32_t pos, int32_t seq, int32_t kv_store,
                            const mf_attn_params *ap);

@@ -59,7 +59,6 @@ static json_t *params_json(const mf_node *n, const mf_weight **weight, const mf_
         json_decref(r);
         break;
     }
-    case MF_OP_SOFTMAX: json_object_set_new(o, "scale", json_real(n->p.softmax.scale)); break;
     case MF_OP_ATTENTION: attn_json(o, &n->p.attn); break;
     case MF_OP_KV_STORE: json_object_set_new(o, "layer", json_integer(n->p.kv.layer)); break;
     case MF_OP_VIEW: json_object_set_new(o, "offset", json_integer(n->p.view.offset)); break;

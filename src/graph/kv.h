@@ -2,8 +2,8 @@
  * row all KV heads of one token, memory [cell][kv_head][head_dim] (F16 or F32). Every cell carries
  * the position and token id stored there and the set of sequences it belongs to (a bit mask over
  * sequence ids 0..MF_MAX_SEQ-1; 0: empty). A cell shared by several sequences holds their common
- * prefix once (mf_kv_seq_cp), so a server slot or a draft branch reuses a prompt without
- * recomputing it.
+ * prefix once (mf_kv_seq_cp), so another sequence (a request sharing a cached prompt, a draft
+ * branch) reuses it without recomputing it.
  *
  * Attention never scans cells directly: before each forward pass the context builds a view
  * (mf_kv_view) that gives each token of the chunk the cells of its sequence sorted by position and
