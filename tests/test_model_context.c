@@ -146,6 +146,29 @@ int main(void) {
     mf_context *cx = NULL;
     CHECK(mf_context_create(m, &p, &cx) == MF_ERR_ARG && cx == NULL);
 
+    /* A tensor whose name was damaged (output.weight -> outpat.weight) is refused by name, not
+     * ignored in favour of the tied embedding. */
+    {
+        FILE *in = fopen(fixture("models/mini-qwen2.Q8_0.gguf"), "rb");
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "/tmp/minfer-test-damaged-%d.gguf", (int)getpid());
+        FILE *out = fopen(tmp, "wb");
+        CHECK(in && out);
+        static char data[1 << 22];
+        size_t nr = in ? fread(data, 1, sizeof data, in) : 0, hits = 0;
+        for (size_t i = 0; i + 13 < nr && i < 1 << 20; i++)
+            if (!memcmp(data + i, "output.weight", 13)) data[i + 4] = 'a', hits++;
+        CHECK(hits == 1);
+        if (out) fwrite(data, 1, nr, out);
+        while (in && out && (nr = fread(data, 1, sizeof data, in)) > 0) fwrite(data, 1, nr, out);
+        if (in) fclose(in);
+        if (out) fclose(out);
+        mf_model *dm = NULL;
+        CHECK(mf_model_load(tmp, &dm) == MF_ERR_FORMAT && dm == NULL);
+        CHECKF(strstr(mf_last_error(), "'outpat.weight'") != NULL, "%s", mf_last_error());
+        remove(tmp);
+    }
+
     /* Graph dumps. */
     char path[256];
     snprintf(path, sizeof path, "/tmp/minfer-test-graph-%d.json", (int)getpid());
