@@ -156,8 +156,9 @@ int main(void) {
         CHECK(in && out);
         static char data[1 << 22];
         size_t nr = in ? fread(data, 1, sizeof data, in) : 0, hits = 0;
-        for (size_t i = 0; i + 13 < nr && i < 1 << 20; i++)
-            if (!memcmp(data + i, "output.weight", 13)) data[i + 4] = 'a', hits++;
+        static const char name[] = "\x0d\0\0\0\0\0\0\0output.weight"; /* GGUF string: u64 length, bytes */
+        for (size_t i = 0; i + 21 < nr && i < 1 << 20; i++)
+            if (!memcmp(data + i, name, 21)) data[i + 12] = 'a', hits++;
         CHECK(hits == 1);
         if (out) fwrite(data, 1, nr, out);
         while (in && out && (nr = fread(data, 1, sizeof data, in)) > 0) fwrite(data, 1, nr, out);
