@@ -109,7 +109,7 @@ typedef struct {
     const mf_cpu_gemm *gemm_ord; /* the ordered GEMM (cpu_gemm.h), when there are enough tokens */
     uint8_t *scratch;             /* its per-thread scratch, scratch_bytes each */
     size_t scratch_bytes;
-    mf_cpu_ordered_dots ord;      /* llama.cpp's order, the same for every token */
+    mf_cpu_ordered_dots ord;     /* llama.cpp's order, the same for every token */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
