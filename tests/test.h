@@ -1,5 +1,6 @@
 /* test.h: the tiny test harness every tests/test_*.c uses: CHECK macros that count failures,
- * fixture paths, and a summary line ctest shows. A test program exits non-zero if any check failed. */
+ * fixture paths, and a summary line ctest shows. A test program exits 1 if any check failed, 77
+ * (skipped) if it ran none. */
 #ifndef MF_TEST_H
 #define MF_TEST_H
 
@@ -40,9 +41,13 @@ static inline const char *fixture(const char *rel) {
     return buf;
 }
 
+/* Exit status: 1 if a check failed; TEST_SKIPPED if none could run here (a CPU or ISA level without
+ * the kernels under test), which ctest reports as skipped (SKIP_RETURN_CODE in CMakeLists.txt). */
+#define TEST_SKIPPED 77
 static inline int test_summary(const char *name) {
-    printf("%s: %d checks, %d failed\n", name, test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    printf("%s: %d checks, %d failed%s\n", name, test_checks, test_failures,
+           test_checks ? "" : ": skipped, nothing to check here");
+    return test_failures ? 1 : test_checks ? 0 : TEST_SKIPPED;
 }
 
 #endif /* MF_TEST_H */

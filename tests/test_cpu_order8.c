@@ -154,12 +154,11 @@ static void check_matmul(mf_type t, int64_t n, int64_t N, int64_t nt) {
     mf_pool *pool = NULL;
     CHECK(mf_pool_create(2, &pool) == MF_OK);
     mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);
-    const mf_cpu_ordered_dots gemv = mf_cpu_ordered_dots_for(&w, false), gemm = mf_cpu_ordered_dots_for(&w, true);
-    CHECK(gemv.dot && gemm.dot);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&w);
+    CHECK(d.dot);
     uint8_t *a = malloc(ab);
-    for (int64_t t0 = 0; gemv.dot && gemm.dot && t0 < nt; t0++) {
+    for (int64_t t0 = 0; d.dot && t0 < nt; t0++) {
         mf_simd_quantize_row(tr->vec_dot_type)(x + t0 * n, a, n);
-        const mf_cpu_ordered_dots d = nt > 3 && t0 < nt - nt % 4 ? gemm : gemv;
         for (int64_t o = 0; o < N; o++) {
             const float v = d.dot(n, wq + o * rb, a);
             CHECKF(memcmp(&v, &y[t0 * N + o], sizeof(float)) == 0,
@@ -178,9 +177,9 @@ typedef struct {
 
 /* Every (type, variant) with an eight-row dot on this CPU. */
 static const case_t cases[] = {
-    {MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMV}, {MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMM}, {MF_TYPE_Q8_0, MF_ORDER_PLAIN},
-    {MF_TYPE_Q5_0, MF_ORDER_PLAIN},         {MF_TYPE_Q4_K, MF_ORDER_REPACKED_GEMV}, {MF_TYPE_Q6_K, MF_ORDER_PLAIN},
-    {MF_TYPE_Q4_1, MF_ORDER_PLAIN},         {MF_TYPE_Q5_1, MF_ORDER_PLAIN},         {MF_TYPE_Q5_K, MF_ORDER_PLAIN},
+    {MF_TYPE_Q4_0, MF_ORDER_REPACKED}, {MF_TYPE_Q8_0, MF_ORDER_PLAIN}, {MF_TYPE_Q5_0, MF_ORDER_PLAIN},
+    {MF_TYPE_Q4_K, MF_ORDER_REPACKED}, {MF_TYPE_Q6_K, MF_ORDER_PLAIN}, {MF_TYPE_Q4_1, MF_ORDER_PLAIN},
+    {MF_TYPE_Q5_1, MF_ORDER_PLAIN},    {MF_TYPE_Q5_K, MF_ORDER_PLAIN},
 };
 #endif
 
@@ -191,7 +190,7 @@ int main(void) {
         return test_summary("test_cpu_order8");
     }
     const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
-    CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_0, MF_ORDER_REPACKED_GEMV).dot8);
+    CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_0, MF_ORDER_REPACKED).dot8);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const mf_type t = cases[c].t;
         const int v = cases[c].variant;

@@ -2,8 +2,9 @@
  * weight type, and the split file): the logits of every position of prompt.ids and of the last
  * position of prompt-long.ids against the reference (normalized MSE, argmax where the reference's
  * top-1/top-2 gap exceeds 0.1), and greedy continuation against the reference tokens up to the
- * first near-tie. Runs with an F32 KV cache, as the references were made; an F16 KV cache must
- * still give the reference argmax at clear margins. Prints the worst NMSE per weight type. */
+ * first near-tie (where the logits are llama.cpp's to the bit: up to the first exact tie). Runs
+ * with an F32 KV cache, as the references were made; an F16 KV cache must still give the reference
+ * argmax at clear margins. Prints the worst NMSE per weight type. */
 #include "test.h"
 
 #include "cpu/cpu_dot_order.h"
@@ -18,7 +19,10 @@
  * float operation order (src/cpu/cpu_dot_order_avx2.c), so quantized files match the references
  * to rounding noise (<= 1e-13 measured): NMSE_EXACT guards that. Elsewhere (other CPUs,
  * MINFER_ISA=scalar, MINFER_ORDER=fast) a last-bit difference in a float op can flip one rounding in an activation
- * quantizer, which the random weights amplify to ~1e-4 and a little above: 1e-3 there. */
+ * quantizer, which the random weights amplify to ~1e-4 and a little above: 1e-3 there. Files with
+ * Q4_K weights (*.Q4_K, *.Q4_K_M) are in that case everywhere: llama.cpp's prefill ran most of
+ * their Q4_K rows in its GEMM order, minfer runs every token in its GEMV order (batch invariance);
+ * measured 1.3e-4 to 2.1e-4 on the long prompt's last position, <= 5.1e-5 over the short prompt. */
 #define NMSE_FLOAT 1e-6
 #define NMSE_QUANT 1e-4
 #define NMSE_QUANT_UNORDERED 1e-3
@@ -177,7 +181,9 @@ int main(void) {
         CHECK(mf_model_n_vocab(m) == N_VOCAB);
         bool is_float = strstr(name, ".F32") || strstr(name, ".F16");
         const bool ordered = mf_cpu_ordered_float();
-        double bound = is_float ? NMSE_FLOAT : ordered ? NMSE_QUANT : NMSE_QUANT_UNORDERED;
+        /* llama.cpp's prefill runs Q4_K rows in its GEMM order, minfer every token in its GEMV order */
+        const bool exact = ordered && !is_float && !strstr(name, ".Q4_K");
+        double bound = is_float ? NMSE_FLOAT : exact ? NMSE_QUANT : NMSE_QUANT_UNORDERED;
         mf_context_params p = mf_context_default_params();
         p.n_ctx = 512;
         p.n_threads = 2;
@@ -198,12 +204,12 @@ int main(void) {
             double e_short = check_prompt(c, name, ids_short, n_short, ref_short, true, CLEAR_GAP, false);
             CHECKF(e_short <= bound, "%s: short prompt NMSE %.3g > %.1g", name, e_short, bound);
             snprintf(rel, sizeof rel, "models/ref/%s.short.greedy.txt", ref_name);
-            check_greedy(c, name, rel, 16, ordered && !is_float);
+            check_greedy(c, name, rel, 16, exact);
             double e_long = check_prompt(c, name, ids_long, n_long, ref_long, false, CLEAR_GAP, false);
             CHECKF(e_long <= bound, "%s: long prompt NMSE %.3g > %.1g", name, e_long, bound);
             snprintf(rel, sizeof rel, "models/ref/%s.long.greedy.txt", ref_name);
-            if (!sanitized) check_greedy(c, name, rel, 32, ordered && !is_float);
-            if (ordered && !is_float)
+            if (!sanitized) check_greedy(c, name, rel, 32, exact);
+            if (exact)
                 CHECKF(e_short <= NMSE_EXACT && e_long <= NMSE_EXACT,
                        "%s: NMSE short %.3g long %.3g: no longer llama.cpp's float order (<= %.0g)", name, e_short,
                        e_long, NMSE_EXACT);

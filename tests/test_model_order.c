@@ -73,10 +73,7 @@ int main(void) {
         const int64_t sizes[] = {k ? 256 : 32, k ? 512 : 96, k ? 768 : 256, k ? 2048 : 576};
         for (int s = 0; s < 4; s++) {
             check_type(t, sizes[s], MF_ORDER_PLAIN);
-            if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K) {
-                check_type(t, sizes[s], MF_ORDER_REPACKED_GEMV);
-                check_type(t, sizes[s], MF_ORDER_REPACKED_GEMM);
-            }
+            if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K) check_type(t, sizes[s], MF_ORDER_REPACKED);
         }
     }
     /* SwiGLU with llama.cpp's exp against the direct formula, over a wide range and the edges. */

@@ -35,15 +35,16 @@ void mf_cpu_init_tables(void);
 size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads);
 /* y[t][o] = sum_k W[o][k] x[t][k] (+ b[o]) for t < nt, o < N. x {K, nt}, y {N, nt}. Activations are
  * quantized once per row into W's vec_dot_type (Q8_0/Q8_1/Q8_K/F16, as llama.cpp does), then one
- * dispatched dot per (o, t); threads split the output rows. */
+ * dispatched dot per (o, t); threads split the output rows. With the ordered kernels
+ * (mf_cpu_ordered_float) and quantized weights, y's row t is bit for bit the same for every nt and
+ * thread count: it depends on x's row t only. */
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work);
-/* The same, where only the first nt_real of the nt rows are real tokens (the rest pad a bucket):
- * the real count decides which of llama.cpp's kernel orders each row follows. act_ready: work
- * already holds x quantized to w's activation type, as the previous matmul on the same x with the
- * same activation type and row length left it (the caller knows nothing ran in between). */
-void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                        int64_t nt_real, void *work, bool act_ready);
+/* The same, reusing the quantized activations where act_ready: work already holds x quantized to
+ * w's activation type, as the previous matmul on the same x with the same activation type and row
+ * length left it (the caller knows nothing ran in between). */
+void mf_cpu_matmul_reusing(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y,
+                           int64_t nt, void *work, bool act_ready);
 /* The format mf_cpu_matmul quantizes activations to for weight w (F32: none). */
 mf_type mf_cpu_matmul_act_type(const mf_weight *w);
 void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);

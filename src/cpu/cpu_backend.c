@@ -190,25 +190,6 @@ static void run_qkv_rope_store(void *arg, int ith, int nth) {
     }
 }
 
-/* How many of a matmul's nrows activation rows are real: token rows end with padding tokens
- * (sequence -1); output rows (after OUT_IDS) end with copies of the last wanted row. */
-static int64_t real_rows(const mf_graph *g, int64_t nrows) {
-    const int32_t si = g->inputs[MF_INPUT_SEQ], oi = g->inputs[MF_INPUT_OUT_IDS];
-    if (si >= 0 && g->nodes[si].ne[0] == nrows) {
-        const int32_t *seq = g->nodes[si].data;
-        int64_t n = nrows;
-        while (n > 1 && seq[n - 1] < 0) n--;
-        return n;
-    }
-    if (oi >= 0 && g->nodes[oi].ne[0] == nrows) {
-        const int32_t *ids = g->nodes[oi].data;
-        int64_t n = nrows;
-        while (n > 1 && ids[n - 1] == ids[n - 2]) n--;
-        return n;
-    }
-    return nrows;
-}
-
 /* Whether matmul node id may reuse the previous matmul's quantized rows: it ran just before (only
  * nodes that compute nothing in between), on the same graph, source, format and work buffer. The
  * source node's row length and count are the same by construction. */
@@ -234,8 +215,8 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     case MF_OP_MATMUL: {
         const mf_type act = mf_cpu_matmul_act_type(n->p.mm.w);
         const bool ready = act != MF_TYPE_F32 && act_memo_hit(&c->memo, g, id, act, work);
-        mf_cpu_matmul_rows(c->pool, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1],
-                           real_rows(g, src(g, n, 0)->ne[1]), work, ready);
+        mf_cpu_matmul_reusing(c->pool, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1], work,
+                              ready);
         c->memo = (act_memo){g, id, n->src[0], act, work};
         return MF_OK;
     }

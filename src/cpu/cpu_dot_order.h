@@ -18,15 +18,16 @@ typedef struct mf_cpu_ordered_dots {
 } mf_cpu_ordered_dots;
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
- * 8-row kernels, whose GEMV and GEMM (token rows in groups of four) differ for Q4_K. */
-enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED_GEMV, MF_ORDER_REPACKED_GEMM };
+ * 8-row kernels. For Q4_K the repacked order is that of llama.cpp's GEMV (one float step per
+ * super-block) for every token: its GEMM (token rows in groups of four, one step per 64 values)
+ * would make a token's result depend on how many tokens share its batch. */
+enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 
-/* The ordered dots for this weight, or {NULL, NULL} where there are none (no such kernel, not x86,
- * the CPU lacks AVX2/FMA/F16C, or MINFER_ISA=scalar). llama.cpp repacks every Q4_0 and Q4_K matmul
- * weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy); grouped selects
- * its GEMM order (it runs the first n - n % 4 of n > 3 token rows through its GEMM, the rest
- * through its GEMV). */
-mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped);
+/* The ordered dots for this weight, or {NULL, NULL, NULL} where there are none (no such kernel, not
+ * x86, the CPU lacks AVX2/FMA/F16C, or MINFER_ISA=scalar). llama.cpp repacks every Q4_0 and Q4_K
+ * matmul weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy). One order
+ * per weight: every token, alone or in a batch of any size, gets the same float steps. */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w);
 
 #if defined(__x86_64__)
 /* The AVX2 set (AVX2 + FMA + F16C required). */

@@ -268,8 +268,9 @@ ORDERED_DOT(dot_q6_K, mf_block_q6_K, mf_block_q8_K, 256, st_q6_K, fin_acc)
 /* ---- llama.cpp's repacked Q4_0 / Q4_K (8 weight rows interleaved) ----
  * Each output is one float lane: per block, fma(exact integer block sum, d_w * d_a, acc); Q4_K
  * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
- * and returns acc - acc_min. Its GEMV steps once per super-block, its GEMM (token rows in groups
- * of four) once per 64 values (a pair of sub-blocks). */
+ * and returns acc - acc_min, one step per super-block as llama.cpp's GEMV. (Its GEMM, for token
+ * rows in groups of four, steps once per 64 values; minfer runs the GEMV order for every token, so
+ * that a token's result does not depend on its batch.) */
 static inline int32_t hsum_i32(__m256i v) {
     __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
@@ -362,34 +363,14 @@ static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, or
 }
 ORDERED_DOT(dot_q4_K_rp, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp, fin_s_sm)
 
-static inline void st_q4_K_rp4(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
-    uint8_t sc[8], mn[8];
-    k4_scales(w->scales, sc, mn);
-    const float d = h2f(w->d) * a->d, dm = h2f(w->dmin) * a->d;
-    const int16_t *bs = a->bsums;
-    for (int c = 0; c < 4; c++) {
-        const __m256i bits = load32(w->qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-        const __m256i sum =
-            _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]), k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
-        const int32_t m =
-            (int32_t)mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + (int32_t)mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
-        st->s = fmaf((float)hsum_i32(sum), d, st->s);
-        st->sm = fmaf((float)m, dm, st->sm);
-    }
-}
-ORDERED_DOT(dot_q4_K_rp4, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp4, fin_s_sm)
-
 #define ORD_PAIR(fn)                                                                                                   \
     (mf_cpu_ordered_dots) { fn, fn##_x4, NULL }
 
 static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     const mf_cpu_ordered_dots none = {NULL, NULL, NULL};
-    if (variant == MF_ORDER_REPACKED_GEMV || variant == MF_ORDER_REPACKED_GEMM) {
+    if (variant == MF_ORDER_REPACKED) {
         if (t == MF_TYPE_Q4_0) return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8};
-        if (t == MF_TYPE_Q4_K)
-            return variant == MF_ORDER_REPACKED_GEMM ? ORD_PAIR(dot_q4_K_rp4) : ORD_PAIR(dot_q4_K_rp);
+        if (t == MF_TYPE_Q4_K) return ORD_PAIR(dot_q4_K_rp);
         return none;
     }
     switch (t) {

@@ -436,7 +436,7 @@ static void dot8_q6_K(int64_t n, const void *w, size_t ws, const void *a, float 
     store_pairs(acc, out);
 }
 
-/* Q4_K in the repacked GEMV order (st_q4_K_rp in cpu_dot_order_avx2.c): per super-block one
+/* Q4_K in the repacked order (st_q4_K_rp in cpu_dot_order_avx2.c): per super-block one
  * fma((float)isum, d_w * d_a, s) and one fma((float)msum, dmin_w * d_a, sm) per row, the result
  * s - sm; lane r of two eight-lane chains carries row r. isum = sum over sub-blocks j of sc[j] *
  * (q . a over the sub-block), msum = sum over j of mn[j] * (activation sum of sub-block j), both
@@ -629,9 +629,7 @@ static void dot8_q5_K(int64_t n, const void *w, size_t ws, const void *a, float 
 }
 
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant) {
-    if (variant == MF_ORDER_REPACKED_GEMV && t == MF_TYPE_Q4_K) return dot8_q4_K_rp;
-    if (variant != MF_ORDER_PLAIN && t == MF_TYPE_Q4_0) return dot8_q4_0_rp;
-    if (variant != MF_ORDER_PLAIN) return NULL;
+    if (variant == MF_ORDER_REPACKED) return t == MF_TYPE_Q4_K ? dot8_q4_K_rp : t == MF_TYPE_Q4_0 ? dot8_q4_0_rp : NULL;
     switch (t) {
     case MF_TYPE_Q8_0: return dot8_q8_0;
     case MF_TYPE_Q5_0: return dot8_q5_0;

@@ -3,9 +3,10 @@
  * reloads and re-decodes the weights for every token.
  *
  * Every GEMM here gives, for each output, bit for bit the value of the ordered dot that
- * mf_cpu_ordered_dots_for(w, t < n_grouped) returns for it (llama.cpp's float order): only the
- * exact integer block sums are formed in a different order, the float steps of each output stay
- * the same. tests/test_cpu_gemm.c checks that on random data, every tail, every row range. */
+ * mf_cpu_ordered_dots_for(w) returns for it (llama.cpp's float order): only the exact integer block
+ * sums are formed in a different order, the float steps of each output stay the same, whatever the
+ * token count, the tile a token falls in or the row range. tests/test_cpu_gemm.c checks that on
+ * random data, every tail, every row range. */
 #ifndef MF_CPU_GEMM_H
 #define MF_CPU_GEMM_H
 
@@ -20,11 +21,9 @@ typedef struct mf_cpu_gemm {
     /* Bytes of per-thread scratch for weight rows of K values (64-byte aligned by the caller). */
     size_t (*scratch_size)(int64_t K);
     /* y[t * ldy + o] for the weight rows o in [o0, o1) (o0 a multiple of 16) and every activation
-     * row t < nt: act + t * act_row holds row t quantized to the weight type's vec_dot_type. Rows
-     * t < n_grouped take the ordered dot of mf_cpu_ordered_dots_for(w, true), the others (w, false);
-     * the two differ only for Q4_K. No bias. */
+     * row t < nt: act + t * act_row holds row t quantized to the weight type's vec_dot_type. No bias. */
     void (*run)(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                int64_t n_grouped, float *y, size_t ldy, void *scratch);
+                float *y, size_t ldy, void *scratch);
 } mf_cpu_gemm;
 
 /* The GEMM for this weight, or NULL (no GEMM for its type or order on this CPU, or the ordered

@@ -54,16 +54,14 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant) {
 }
 #endif
 
-mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w, bool grouped) {
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w) {
 #if defined(__x86_64__)
     if (mf_cpu_ordered_float()) {
-        int variant = MF_ORDER_PLAIN;
-        if ((w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0)
-            variant = grouped ? MF_ORDER_REPACKED_GEMM : MF_ORDER_REPACKED_GEMV;
-        return mf_cpu_ordered_dots_at(w->type, variant);
+        const bool repacked = (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0;
+        return mf_cpu_ordered_dots_at(w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN);
     }
 #endif
-    (void)w, (void)grouped;
+    (void)w;
     return (mf_cpu_ordered_dots){NULL, NULL, NULL};
 }
 
@@ -111,8 +109,7 @@ typedef struct {
     const mf_cpu_gemm *gemm_ord; /* the ordered GEMM (cpu_gemm.h), when there are enough tokens */
     uint8_t *scratch;             /* its per-thread scratch, scratch_bytes each */
     size_t scratch_bytes;
-    mf_cpu_ordered_dots ord, ord_grouped; /* llama.cpp's order; ord_grouped for tokens t < n_grouped */
-    int64_t n_grouped;
+    mf_cpu_ordered_dots ord;     /* llama.cpp's order, the same for every token */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -132,7 +129,7 @@ static void mm_dot(void *arg, int ith, int nth) {
         mf_pool_range((N + 15) / 16, ith, nth, &o0, &o1);
         o0 *= 16, o1 = MF_MIN(o1 * 16, N);
         if (o1 > o0)
-            m->gemm_ord->run(m->w, o0, o1, m->act, m->act_row, m->nt, m->n_grouped, m->y, (size_t)N,
+            m->gemm_ord->run(m->w, o0, o1, m->act, m->act_row, m->nt, m->y, (size_t)N,
                              m->scratch + (size_t)ith * m->scratch_bytes);
         if (bias)
             for (int64_t t = 0; t < m->nt; t++)
@@ -162,10 +159,10 @@ static void mm_dot(void *arg, int ith, int nth) {
          * eight), else with several tokens (rows in cache) four, else one. */
         const uint8_t *wd = m->w->data;
         const size_t rb = m->w->row_bytes;
+        const mf_cpu_ordered_dots d = m->ord;
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int64_t oe = MF_MIN(ob + 16, o1);
             for (int64_t t = 0; t < m->nt; t++) {
-                const mf_cpu_ordered_dots d = t < m->n_grouped ? m->ord_grouped : m->ord;
                 const uint8_t *a = m->act + (size_t)t * m->act_row;
                 float *yt = m->y + t * N;
                 int64_t o = ob;
@@ -195,21 +192,17 @@ static void mm_dot(void *arg, int ith, int nth) {
 
 void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
                    void *work) {
-    mf_cpu_matmul_rows(pool, w, b, x, y, nt, nt, work, false);
+    mf_cpu_matmul_reusing(pool, w, b, x, y, nt, work, false);
 }
 
-void mf_cpu_matmul_rows(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                        int64_t nt_real, void *work, bool act_ready) {
+void mf_cpu_matmul_reusing(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y,
+                           int64_t nt, void *work, bool act_ready) {
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     mf_type act;
     MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
     if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
-    m.ord = mf_cpu_ordered_dots_for(w, false); /* llama.cpp's float order: bit-identical outputs */
+    m.ord = mf_cpu_ordered_dots_for(w); /* llama.cpp's float order: bit-identical outputs */
     if (m.ord.dot) m.gemm = NULL;
-    if (m.ord.dot && nt_real > 3) {
-        m.ord_grouped = mf_cpu_ordered_dots_for(w, true);
-        m.n_grouped = nt_real - nt_real % 4;
-    }
     if (m.ord.dot && m.quant) {
         const mf_cpu_gemm *g = mf_cpu_gemm_for(w);
         if (g && nt >= g->min_tokens) {

@@ -158,8 +158,7 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
-    (void)n_grouped; /* Q4_0 has one order for every token */
+                float *y, size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32;
     __m512i *panel = scratch;
     float *dw = (float *)(panel + 8 * CHUNK);

@@ -1,7 +1,8 @@
 /* gemm_q4_k_avx512.c: the Q4_K prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). Blocks of 32 weight
  * rows are unpacked once per chunk of up to 256 tokens into a row-interleaved scratch copy; then each
  * tile of 4 tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32
- * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp4's (or st_q4_K_rp's). */
+ * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp's, whatever tile
+ * its token falls in. */
 #include "cpu/cpu_gemm.h"
 #include "cpu/gemm_avx512_util.h"
 #include "core/core.h"
@@ -16,10 +17,9 @@
  * times a's values there; S_j = sum of a's values in sub-block j):
  *     d = h2f(w.d) * a.d, dm = h2f(w.dmin) * a.d
  *     isum_c = sc[2c] * D_2c + sc[2c+1] * D_2c+1,  m_c = mn[2c] * S_2c + mn[2c+1] * S_2c+1
- *     grouped (rp4): for c = 0..3: s = fma((float)isum_c, d, s), sm = fma((float)m_c, dm, sm)
- *     plain (rp):    s = fma((float)sum_c isum_c, d, s), sm = fma((float)sum_c m_c, dm, sm)
+ *     s = fma((float)sum_c isum_c, d, s), sm = fma((float)sum_c m_c, dm, sm)
  * and the output is s - sm. All integers are exact (|D| <= 15 * 128 * 32, |isum_c| < 2^23, int32 sums),
- * so they may be formed in any order; (float) rounds (rp's sum of eight sub-blocks can pass 2^24) to
+ * so they may be formed in any order; (float) rounds (the sum of eight sub-blocks can pass 2^24) to
  * nearest as the ordered dot's conversion does, and the float steps are the ordered dot's, lane-wise.
  *
  * Sub-blocks 2c and 2c+1 are the low and high nibbles of qs bytes 32c..32c+31: bytes 32c+4k..+3
@@ -105,8 +105,8 @@ static inline int32_t load_i32(const void *p) {
  * as an int16 pair. */
 static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_t nsb, const uint8_t *act,
                                                        size_t act_row, const uint32_t *stab, size_t stab_row,
-                                                       const int nt, const int nr, const bool grouped, float *y,
-                                                       size_t ldy, __mmask16 mlast) {
+                                                       const int nt, const int nr, float *y, size_t ldy,
+                                                       __mmask16 mlast) {
     __m512 s[TT][RV], sm[TT][RV];
     /* The tile's output lines, fetched now: a store that misses at the end of the tile holds up the
      * stores of the next one. */
@@ -119,16 +119,10 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
     for (int64_t sb = 0; sb < nsb; sb++) {
         const sb_panel *ps = p + sb;
         const mf_block_q8_K *ab[TT];
-        __m512 d[TT][RV], dm[TT][RV];
-        __m512i is[TT][RV], ms[TT][RV];
+        __m512i is[TT][RV];
         for (int t = 0; t < nt; t++) {
             ab[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + sb;
-            const __m512 ad = _mm512_set1_ps(ab[t]->d);
-            for (int r = 0; r < nr; r++) {
-                d[t][r] = _mm512_mul_ps(ps->d[r], ad);
-                dm[t][r] = _mm512_mul_ps(ps->dm[r], ad);
-                is[t][r] = ms[t][r] = _mm512_setzero_si512();
-            }
+            for (int r = 0; r < nr; r++) is[t][r] = _mm512_setzero_si512();
         }
         for (int c = 0; c < 4; c++) {
             __m512i a0[TT][RV], a1[TT][RV];
@@ -150,31 +144,25 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
                     }
                 }
             }
-            for (int t = 0; t < nt; t++) {
-                const __m512i sp = _mm512_set1_epi32((int)stab[(size_t)t * stab_row + 4 * (size_t)sb + c]);
+            for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
                     const __m512i i = _mm512_add_epi32(_mm512_mullo_epi32(a0[t][r], ps->sc[2 * c][r]),
                                                        _mm512_mullo_epi32(a1[t][r], ps->sc[2 * c + 1][r]));
-                    const __m512i m = _mm512_madd_epi16(ps->mn[c][r], sp);
-                    if (grouped) {
-                        s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), d[t][r], s[t][r]);
-                        sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[t][r], sm[t][r]);
-                    } else {
-                        is[t][r] = _mm512_add_epi32(is[t][r], i);
-                        ms[t][r] = _mm512_add_epi32(ms[t][r], m);
-                    }
+                    is[t][r] = _mm512_add_epi32(is[t][r], i);
                 }
-            }
-            /* The float chains live in memory (touched once per pair): left to itself the compiler
-             * keeps them in registers and reloads the weight vectors for every token instead. */
-            __asm__ volatile("" : : "r"(s), "r"(sm) : "memory");
         }
-        if (!grouped)
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < nr; r++) {
-                    s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][r]), d[t][r], s[t][r]);
-                    sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms[t][r]), dm[t][r], sm[t][r]);
-                }
+        /* one float step per super-block for the sums and one for the minimums */
+        for (int t = 0; t < nt; t++) {
+            const __m512 ad = _mm512_set1_ps(ab[t]->d);
+            const uint32_t *st = stab + (size_t)t * stab_row + 4 * (size_t)sb;
+            for (int r = 0; r < nr; r++) {
+                __m512i m = _mm512_madd_epi16(ps->mn[0][r], _mm512_set1_epi32((int)st[0]));
+                for (int c = 1; c < 4; c++)
+                    m = _mm512_add_epi32(m, _mm512_madd_epi16(ps->mn[c][r], _mm512_set1_epi32((int)st[c])));
+                s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][r]), _mm512_mul_ps(ps->d[r], ad), s[t][r]);
+                sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(ps->dm[r], ad), sm[t][r]);
+            }
+        }
     }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++)
@@ -185,20 +173,17 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
 typedef void (*tile_fn)(const sb_panel *p, int64_t nsb, const uint8_t *act, size_t act_row, const uint32_t *stab,
                         size_t stab_row, float *y, size_t ldy, __mmask16 mlast);
 
-#define TILE_FN(nt, nr, g)                                                                                             \
-    static void tile_##nt##_##nr##_##g(const sb_panel *p, int64_t nsb, const uint8_t *act, size_t act_row,            \
-                                       const uint32_t *stab, size_t stab_row, float *y, size_t ldy,                   \
-                                       __mmask16 mlast) {                                                             \
-        tile(p, nsb, act, act_row, stab, stab_row, nt, nr, g, y, ldy, mlast);                                          \
+#define TILE_FN(nt, nr)                                                                                                \
+    static void tile_##nt##_##nr(const sb_panel *p, int64_t nsb, const uint8_t *act, size_t act_row,                  \
+                                 const uint32_t *stab, size_t stab_row, float *y, size_t ldy, __mmask16 mlast) {      \
+        tile(p, nsb, act, act_row, stab, stab_row, nt, nr, y, ldy, mlast);                                             \
     }
-#define TILE_FNS(nr, g) TILE_FN(1, nr, g) TILE_FN(2, nr, g) TILE_FN(3, nr, g) TILE_FN(4, nr, g)
-TILE_FNS(1, 0)
-TILE_FNS(2, 0)
-TILE_FNS(1, 1)
-TILE_FNS(2, 1)
-#define TILE_ROW(nr, g) {tile_1_##nr##_##g, tile_2_##nr##_##g, tile_3_##nr##_##g, tile_4_##nr##_##g}
-/* [grouped][nr - 1][nt - 1] */
-static const tile_fn tiles[2][RV][TT] = {{TILE_ROW(1, 0), TILE_ROW(2, 0)}, {TILE_ROW(1, 1), TILE_ROW(2, 1)}};
+#define TILE_FNS(nr) TILE_FN(1, nr) TILE_FN(2, nr) TILE_FN(3, nr) TILE_FN(4, nr)
+TILE_FNS(1)
+TILE_FNS(2)
+#define TILE_ROW(nr) {tile_1_##nr, tile_2_##nr, tile_3_##nr, tile_4_##nr}
+/* [nr - 1][nt - 1] */
+static const tile_fn tiles[RV][TT] = {TILE_ROW(1), TILE_ROW(2)};
 
 static size_t scratch_size(int64_t K) {
     const size_t nsb = (size_t)(K / QK);
@@ -206,7 +191,7 @@ static size_t scratch_size(int64_t K) {
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
+                float *y, size_t ldy, void *scratch) {
     const int64_t nsb = w->ne[0] / QK;
     sb_panel *panel = scratch;
     uint32_t *stab = (uint32_t *)(panel + nsb);
@@ -233,14 +218,10 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
                 unpack16(wr + (size_t)(16 * r) * w->row_bytes, w->row_bytes, MF_MIN(16, nrows - 16 * r), nsb, panel, r);
             const int last = nrows - 16 * (nr - 1);
             const __mmask16 mlast = (__mmask16)(last >= 16 ? 0xFFFF : (1u << last) - 1);
-            for (int64_t t = t0; t < t1;) {
-                const bool g = t < n_grouped;
-                const int n = (int)MF_MIN(TT, (g ? MF_MIN(t1, n_grouped) : t1) - t);
-                tiles[g][nr - 1][n - 1](panel, nsb, act + (size_t)t * act_row, act_row,
-                                        stab + (size_t)(t - t0) * stab_row, stab_row, y + (size_t)t * ldy + o, ldy,
-                                        mlast);
-                t += n;
-            }
+            for (int64_t t = t0; t < t1; t += TT)
+                tiles[nr - 1][MF_MIN(TT, t1 - t) - 1](panel, nsb, act + (size_t)t * act_row, act_row,
+                                                      stab + (size_t)(t - t0) * stab_row, stab_row,
+                                                      y + (size_t)t * ldy + o, ldy, mlast);
         }
     }
 }

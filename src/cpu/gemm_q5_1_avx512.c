@@ -11,8 +11,7 @@ static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
-    (void)n_grouped;
+                float *y, size_t ldy, void *scratch) {
     q1g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 

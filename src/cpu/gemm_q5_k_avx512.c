@@ -161,8 +161,7 @@ static inline __attribute__((always_inline)) void tile(const int T, const panel_
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                int64_t n_grouped, float *y, size_t ldy, void *scratch) {
-    (void)n_grouped; /* Q5_K has one order */
+                float *y, size_t ldy, void *scratch) {
     const int64_t nsb = w->ne[0] / QK;
     panel_sb *ps = scratch;
     for (int64_t r0 = o0; r0 < o1; r0 += ROWS) {

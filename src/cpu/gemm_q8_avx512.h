@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const
     q8g_tile(T, panel, i0, i1, ab, da, st, i0 == 0, i1 == nb, yt, mask);
 }
 
-/* The GEMM's run (cpu_gemm.h) with the type's repack; the type's grouped order is its plain one. */
+/* The GEMM's run (cpu_gemm.h) with the type's repack. */
 static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack, const mf_weight *w, int64_t o0,
                                                           int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                                                           float *y, size_t ldy, void *scratch) {
