@@ -4,6 +4,8 @@
 #ifndef MF_TEST_H
 #define MF_TEST_H
 
+#include "minfer.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,27 @@ static inline const char *fixture(const char *rel) {
 /* Exit status: 1 if a check failed; TEST_SKIPPED if none could run here (a CPU or ISA level without
  * the kernels under test), which ctest reports as skipped (SKIP_RETURN_CODE in CMakeLists.txt). */
 #define TEST_SKIPPED 77
+/* The kernel level and float order a test runs under: MINFER_ISA and MINFER_ORDER from the
+ * environment, as the minfer program reads them (CI runs the suite again with MINFER_ISA=avx2 on
+ * AVX-512 machines); the best level and the exact order by default. */
+static inline mf_isa test_isa(void) {
+    const char *e = getenv("MINFER_ISA");
+    mf_isa isa = MF_ISA_AUTO;
+    if (e && *e && mf_isa_from_name(e, &isa) != MF_OK) fprintf(stderr, "MINFER_ISA: %s\n", mf_last_error());
+    return mf_isa_resolve(isa);
+}
+static inline mf_float_order test_order(void) {
+    const char *e = getenv("MINFER_ORDER");
+    return e && !strcmp(e, "fast") ? MF_ORDER_FAST : MF_ORDER_EXACT;
+}
+/* Context parameters with the test's kernel level and order. */
+static inline mf_context_params test_context_params(void) {
+    mf_context_params p = mf_context_default_params();
+    p.isa = test_isa();
+    p.order = test_order();
+    return p;
+}
+
 static inline int test_summary(const char *name) {
     printf("%s: %d checks, %d failed%s\n", name, test_checks, test_failures,
            test_checks ? "" : ": skipped, nothing to check here");

@@ -7,6 +7,9 @@
 
 #include <stdatomic.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
     rng ^= rng << 13;
@@ -73,9 +76,9 @@ static void test_matmul_type(mf_type type, mf_pool *p1, mf_pool *p3) {
     for (int64_t o = 0; o < N; o++) tr->quantize(wf + o * K, wq + (size_t)o * rb, K);
     mf_weight w = {.name = "w", .type = type, .ne = {K, N, 1, 1}, .row_bytes = rb, .data = wq};
     mf_weight b = {.name = "b", .type = MF_TYPE_F32, .ne = {N, 1, 1, 1}, .row_bytes = N * 4, .data = bias};
-    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, 4) + 1);
-    mf_cpu_matmul(p1, &w, &b, x, y1, nt, work);
-    mf_cpu_matmul(p3, &w, &b, x, y3, nt, work);
+    void *work = malloc(mf_cpu_matmul_work_size(&cfg, &w, nt, 4) + 1);
+    mf_cpu_matmul(p1, &cfg, &w, &b, x, y1, nt, work);
+    mf_cpu_matmul(p3, &cfg, &w, &b, x, y3, nt, work);
     mf_cpu_matmul_ref(&w, &b, x, yr, nt);
     CHECKF(!memcmp(y1, y3, (size_t)(N * nt) * 4), "%s: 1 and 3 threads differ", tr->name);
     /* The kernel quantizes activations (Q8: ~0.4% per value), the reference does not. */
@@ -129,7 +132,7 @@ static void test_rows(void) {
             for (int i = 0; i < 128; i++) h[i] = frand();
             mf_cpu_rope_head_ref(&rp, positions[pi], h, hr, 128);
             mf_cpu_rope_cache(&rp, positions[pi], cs);
-            mf_cpu_rope_head(&rp, cs, h, 128);
+            mf_cpu_rope_head(&cfg, &rp, cs, h, 128);
             /* Angles by repeated multiplication in float: error grows with the position. */
             double tol = 1e-6 * (1 + positions[pi]);
             double maxd = 0;
@@ -145,7 +148,7 @@ static void test_rows(void) {
     }
 
     float a[5] = {-3, -1, 0, 1, 3}, b[5] = {1, 2, 3, 4, 5}, o[5];
-    mf_cpu_swiglu(a, b, o, 5);
+    mf_cpu_swiglu(&cfg, a, b, o, 5);
     for (int i = 0; i < 5; i++) CHECK_NEAR(o[i], a[i] / (1 + exp(-a[i])) * b[i], 1e-6);
 }
 
@@ -153,7 +156,7 @@ static void test_rows(void) {
 static void attend(const mf_attn_params *ap, mf_kv_cache *kv, mf_kv_view_buf *vb, const float *q, const int32_t *pos,
                    const int32_t *seq, int32_t nt, float *o, float *orf, float *scores) {
     CHECK(mf_kv_view_build(kv, vb, nt, pos, seq) == MF_OK);
-    mf_cpu_attention(ap, kv, q, o, 0, (int64_t)nt * ap->n_head, scores);
+    mf_cpu_attention(&cfg, ap, kv, q, o, 0, (int64_t)nt * ap->n_head, scores);
     if (orf) mf_cpu_attention_ref(ap, kv, q, orf, nt);
 }
 
@@ -179,7 +182,7 @@ static void test_attention_type(mf_type kvt) {
     CHECKF(nmse(o, orf, nt * nh * hd) < tol, "attention (%s KV) NMSE %.3g", mf_type_name(kvt),
            nmse(o, orf, nt * nh * hd));
     /* Split into ranges of 3 (token, head) pairs, as threads do: groups get cut, results stay. */
-    for (int64_t u = 0; u < nt * nh; u += 3) mf_cpu_attention(&ap, &kv, q, o3, u, MF_MIN(u + 3, nt * nh), scores);
+    for (int64_t u = 0; u < nt * nh; u += 3) mf_cpu_attention(&cfg, &ap, &kv, q, o3, u, MF_MIN(u + 3, nt * nh), scores);
     CHECK(!memcmp(o3, o, sizeof o));
     /* Removing sequence 1 must not change sequence 0's results. */
     mf_kv_seq_rm(&kv, 1, 0, -1);
@@ -242,6 +245,7 @@ static void test_kv_order(void) {
 }
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
     test_pool();
     test_matmul();
     test_rows();

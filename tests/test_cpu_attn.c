@@ -9,6 +9,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t next_u32(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -116,7 +119,7 @@ static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile) 
         if (tile)
             mf_cpu_attention_flash(&a->ap, &a->kv, a->q, out, u, u1, tile);
         else
-            mf_cpu_attention(&a->ap, &a->kv, a->q, out, u, u1, a->scores);
+            mf_cpu_attention(&cfg, &a->ap, &a->kv, a->q, out, u, u1, a->scores);
         u = u1;
     }
 }
@@ -135,7 +138,7 @@ static void check_case(const attn_case *c) {
     mf_cpu_attn_tile_fn tiles[2] = {mf_cpu_attn_tile_c, NULL};
     const char *tile_names[2] = {"c", "avx512"};
 #if defined(__x86_64__)
-    const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
+    const bool avx512 = cfg.level == MF_SIMD_AVX512;
     if (avx512) tiles[1] = mf_cpu_attn_tile_avx512;
 #endif
     for (int k = 0; k < 2; k++) {
@@ -157,7 +160,7 @@ static void check_case(const attn_case *c) {
             for (int64_t i = 0; i < (int64_t)c->nh * c->hd; i++) CHECK(o[(int64_t)t * c->nh * c->hd + i] == 0.0f);
     }
 #if defined(__x86_64__)
-    if (c->type == MF_TYPE_F32 && mf_simd_active_level() >= MF_SIMD_AVX2) {
+    if (c->type == MF_TYPE_F32 && cfg.level >= MF_SIMD_AVX2) {
         mf_cpu_attention_ordered_ref(&a.ap, &a.kv, a.q, o, 0, n, a.scores);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= 1e-5, "%s ordered ref: max error %.3g", case_name(c), e);
@@ -180,7 +183,7 @@ static void check_case(const attn_case *c) {
     }
 #endif
     /* the dispatching entry point: any split gives the same bits */
-    mf_cpu_attention(&a.ap, &a.kv, a.q, o, 0, n, a.scores);
+    mf_cpu_attention(&cfg, &a.ap, &a.kv, a.q, o, 0, n, a.scores);
     memset(o2, 0xFF, a.nout * sizeof(float));
     run_split(&a, o2, NULL);
     CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s dispatch: split units differ", case_name(c));
@@ -279,10 +282,10 @@ static void test_layout(mf_type type, int hd, int n_pos) {
         for (int kind = 0; kind < 3; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
         mf_cpu_attention_flash(&ap, &kv[l], q, o[l][0], 0, NT * nh, mf_cpu_attn_tile_c);
 #if defined(__x86_64__)
-        if (mf_simd_active_level() == MF_SIMD_AVX512) {
+        if (cfg.level == MF_SIMD_AVX512) {
             mf_cpu_attention_flash(&ap, &kv[l], q, o[l][1], 0, NT * nh, mf_cpu_attn_tile_avx512);
             if (type == MF_TYPE_F32) mf_cpu_attention_ordered_avx512(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
-        } else if (type == MF_TYPE_F32 && mf_simd_active_level() == MF_SIMD_AVX2) {
+        } else if (type == MF_TYPE_F32 && cfg.level == MF_SIMD_AVX2) {
             mf_cpu_attention_ordered_ref(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
         }
 #endif
@@ -305,7 +308,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
 #if defined(__x86_64__)
 /* The AVX-512 exp against the ordered softmax's exp (exp(x - 0) = exp(x)), bit for bit. */
 static void test_exp(void) {
-    if (mf_simd_active_level() != MF_SIMD_AVX512) return;
+    if (cfg.level != MF_SIMD_AVX512) return;
     enum { N = 4096 };
     static float x[N], y[N], z[N];
     size_t bad = 0, total = 0;
@@ -339,6 +342,7 @@ static void test_exp(void) {
 #endif
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
     test_exp();
 #endif

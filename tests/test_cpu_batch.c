@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 static uint32_t rng = 2024;
 static float frand(void) {
     rng = rng * 1664525u + 1013904223u;
@@ -60,11 +63,11 @@ static void check_type(mf_type t, int64_t N, int64_t K, mf_pool *pools[N_POOLS])
     float *alone = malloc((size_t)(N * MAX_NT) * sizeof(float)), *alone2 = malloc((size_t)(N * MAX_NT) * sizeof(float));
     float *y = malloc((size_t)(N * MAX_NT) * sizeof(float));
     for (int64_t i = 0; i < K * MAX_NT; i++) x[i] = frand() * 2.0f;
-    void *work = malloc(mf_cpu_matmul_work_size(&w.w, MAX_NT, N_POOLS));
+    void *work = malloc(mf_cpu_matmul_work_size(&cfg, &w.w, MAX_NT, N_POOLS));
     /* every token alone, on one thread */
     for (int64_t tk = 0; tk < MAX_NT; tk++) {
-        mf_cpu_matmul(pools[0], &w.w, NULL, x + tk * K, alone + tk * N, 1, work);
-        mf_cpu_matmul(pools[0], &w2.w, NULL, x + tk * K, alone2 + tk * N, 1, work);
+        mf_cpu_matmul(pools[0], &cfg, &w.w, NULL, x + tk * K, alone + tk * N, 1, work);
+        mf_cpu_matmul(pools[0], &cfg, &w2.w, NULL, x + tk * K, alone2 + tk * N, 1, work);
     }
     int64_t nts[48];
     int n_nt = 0;
@@ -76,17 +79,18 @@ static void check_type(mf_type t, int64_t N, int64_t K, mf_pool *pools[N_POOLS])
             /* tokens at other indices each time */
             const int64_t nt = nts[i], t0 = (nt * 7 + p) % (MAX_NT - nt + 1);
             const int nth = mf_pool_n_threads(pools[p]);
-            mf_cpu_matmul(pools[p], &w.w, NULL, x + t0 * K, y, nt, work);
+            mf_cpu_matmul(pools[p], &cfg, &w.w, NULL, x + t0 * K, y, nt, work);
             compare("matmul", &w.w, y, alone, t0, nt, nth);
             /* the second weight on the activations the first matmul left quantized in work */
-            mf_cpu_matmul_reusing(pools[p], &w2.w, NULL, x + t0 * K, y, nt, work, true);
+            mf_cpu_matmul_reusing(pools[p], &cfg, &w2.w, NULL, x + t0 * K, y, nt, work, true);
             compare("matmul_reusing", &w2.w, y, alone2, t0, nt, nth);
         }
     free(w.q), free(w2.q), free(x), free(alone), free(alone2), free(y), free(work);
 }
 
 int main(void) {
-    if (!mf_cpu_ordered_float()) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
+    if (!cfg.ordered) {
         printf("test_cpu_batch: the ordered kernels are not in use here (not x86 with AVX2, or MINFER_ISA=scalar, "
                "or MINFER_ORDER=fast): no batch invariance to check\n");
         return test_summary("test_cpu_batch");

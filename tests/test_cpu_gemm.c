@@ -11,6 +11,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 #if defined(__x86_64__)
 static uint32_t rng = 4242;
 static float frand(void) {
@@ -46,7 +49,7 @@ static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t
     for (int64_t r = 0; r < nt; r++) {
         for (int64_t i = 0; i < K; i++)
             x[i] = extreme ? ((i + r) % 3 ? 8.0f : -8.0f) : frand() * 4.0f * (1.0f + (float)(r % 3));
-        mf_simd_quantize_row(at)(x, a + (size_t)r * *act_row, K);
+        mf_simd_quantize_row_at(cfg.level, at)(x, a + (size_t)r * *act_row, K);
     }
     free(x);
     return a;
@@ -56,7 +59,7 @@ static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t
 static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, bool extreme) {
     if (K % mf_type_get_traits(t)->blck_size) return; /* e.g. K = 896 holds no whole K-quant block */
     weight w = make_weight(t, N, K, extreme);
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(&w.w);
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, &w.w);
     if (!g) {
         free(w.wf), free(w.wq);
         return;
@@ -67,7 +70,7 @@ static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, 
     for (int64_t i = 0; i < N * nt; i++) y[i] = NAN;
     void *scratch = aligned_alloc(64, (g->scratch_size(K) + 63) & ~(size_t)63);
     g->run(&w.w, o0, o1, a, act_row, nt, y, (size_t)N, scratch);
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&w.w);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&cfg, &w.w);
     int bad = 0;
     for (int64_t tk = 0; tk < nt; tk++)
         for (int64_t o = 0; o < N; o++) {
@@ -92,7 +95,7 @@ static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, 
 /* The whole matmul through a two-thread pool, with a bias, against one ordered dot per output. */
 static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
     weight w = make_weight(t, N, K, false);
-    if (!mf_cpu_gemm_for(&w.w)) {
+    if (!mf_cpu_gemm_for(&cfg, &w.w)) {
         free(w.wf), free(w.wq);
         return;
     }
@@ -103,14 +106,14 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
     mf_weight b = {.type = MF_TYPE_F32, .ne = {N, 1}, .data = bias, .row_bytes = (size_t)N * sizeof(float)};
     mf_pool *pool = NULL;
     CHECK(mf_pool_create(2, &pool) == MF_OK);
-    void *work = malloc(mf_cpu_matmul_work_size(&w.w, nt, 2));
-    mf_cpu_matmul(pool, &w.w, &b, x, y, nt, work);
+    void *work = malloc(mf_cpu_matmul_work_size(&cfg, &w.w, nt, 2));
+    mf_cpu_matmul(pool, &cfg, &w.w, &b, x, y, nt, work);
     const mf_type at = mf_type_get_traits(t)->vec_dot_type;
     uint8_t *a = malloc(mf_row_size(at, K));
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&w.w);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&cfg, &w.w);
     int bad = 0;
     for (int64_t tk = 0; tk < nt; tk++) {
-        mf_simd_quantize_row(at)(x + tk * K, a, K);
+        mf_simd_quantize_row_at(cfg.level, at)(x + tk * K, a, K);
         for (int64_t o = 0; o < N; o++) {
             const float ref = d.dot(K, w.wq + (size_t)o * w.w.row_bytes, a) + bias[o];
             if (memcmp(&ref, &y[tk * N + o], sizeof ref) != 0 && bad++ < 3)
@@ -125,6 +128,7 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
 #endif
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
     const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0,
                              MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
@@ -132,7 +136,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const mf_type t = types[i];
         weight probe = make_weight(t, 16, 256, false);
-        const bool has = mf_cpu_gemm_for(&probe.w) != NULL;
+        const bool has = mf_cpu_gemm_for(&cfg, &probe.w) != NULL;
         free(probe.wf), free(probe.wq);
         printf("%s: %s\n", mf_type_name(t), has ? "GEMM" : "no GEMM on this CPU (ordered dots serve)");
         if (!has) continue;

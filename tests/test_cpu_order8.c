@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 #if defined(__x86_64__)
 static uint32_t rng = 777;
 static uint32_t next(void) {
@@ -80,7 +83,7 @@ static void fill_act(mf_type t, int64_t n, uint8_t *a, int mode) {
     if (mode == MODE_QUANT) {
         float *x = malloc((size_t)n * sizeof(float));
         for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
-        mf_simd_quantize_row(at)(x, a, n);
+        mf_simd_quantize_row_at(cfg.level, at)(x, a, n);
         free(x);
         return;
     }
@@ -126,7 +129,7 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
     memset(w, 0, ws * NR);
     fill_weights(t, n, NR, ws, w, mode);
     fill_act(t, n, a, mode);
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(t, variant);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, variant);
     if (d.dot && d.dot8) {
         float eight[NR];
         d.dot8(n, w, ws, a, eight);
@@ -150,15 +153,15 @@ static void check_matmul(mf_type t, int64_t n, int64_t N, int64_t nt) {
     fill_weights(t, n, (int)N, rb, wq, MODE_QUANT);
     for (int64_t i = 0; i < n * nt; i++) x[i] = frand() * 2.0f;
     mf_weight w = {.type = t, .ne = {n, N}, .data = wq, .row_bytes = rb};
-    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, 4));
+    void *work = malloc(mf_cpu_matmul_work_size(&cfg, &w, nt, 4));
     mf_pool *pool = NULL;
     CHECK(mf_pool_create(2, &pool) == MF_OK);
-    mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);
-    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&w);
+    mf_cpu_matmul(pool, &cfg, &w, NULL, x, y, nt, work);
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_for(&cfg, &w);
     CHECK(d.dot);
     uint8_t *a = malloc(ab);
     for (int64_t t0 = 0; d.dot && t0 < nt; t0++) {
-        mf_simd_quantize_row(tr->vec_dot_type)(x + t0 * n, a, n);
+        mf_simd_quantize_row_at(cfg.level, tr->vec_dot_type)(x + t0 * n, a, n);
         for (int64_t o = 0; o < N; o++) {
             const float v = d.dot(n, wq + o * rb, a);
             CHECKF(memcmp(&v, &y[t0 * N + o], sizeof(float)) == 0,
@@ -184,17 +187,18 @@ static const case_t cases[] = {
 #endif
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
-    if (!mf_cpu_ordered_float()) {
+    if (!cfg.ordered) {
         printf("ordered kernels not in use on this CPU; nothing to check\n");
         return test_summary("test_cpu_order8");
     }
-    const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
+    const bool avx512 = cfg.level == MF_SIMD_AVX512;
     CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_0, MF_ORDER_REPACKED).dot8);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const mf_type t = cases[c].t;
         const int v = cases[c].variant;
-        const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(t, v);
+        const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, v);
         if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
         if (!d.dot8) continue;
         const int64_t bk = mf_type_get_traits(t)->blck_size;

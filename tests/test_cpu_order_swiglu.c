@@ -13,6 +13,9 @@
 #include <float.h>
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 #if defined(__x86_64__)
 static uint32_t rng = 4242;
 static uint32_t next(void) {
@@ -52,8 +55,9 @@ static void compare(const float *a, const float *b, int64_t n, int off) {
 #endif
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
-    if (!mf_cpu_ordered_float() || mf_simd_active_level() != MF_SIMD_AVX512) {
+    if (!cfg.ordered || cfg.level != MF_SIMD_AVX512) {
         printf("no AVX-512 ordered kernels on this CPU; nothing to check\n");
         return test_summary("test_cpu_order_swiglu");
     }

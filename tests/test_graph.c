@@ -9,6 +9,9 @@
 
 #include <jansson.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 static uint64_t rng = 0x1234567887654321ull;
 static float frand(void) {
     rng ^= rng << 13;
@@ -152,7 +155,7 @@ static void test_block(void) {
     weights w;
     make_weights(&w);
     mf_backend *cpu;
-    CHECK(mf_cpu_backend_create(2, &cpu) == MF_OK);
+    CHECK(mf_cpu_backend_create(2, &cfg, &cpu) == MF_OK);
     mf_kv_cache kv0, kv1;
     mf_graph g0, g1;
     mf_plan p0, p1;
@@ -272,7 +275,7 @@ static void test_liveness_chain(void) {
     for (int i = 0; i < 50; i++) x = mf_graph_silu(&g, x);
     mf_graph_set_output(&g, x);
     mf_backend *cpu;
-    CHECK(mf_cpu_backend_create(1, &cpu) == MF_OK);
+    CHECK(mf_cpu_backend_create(1, &cfg, &cpu) == MF_OK);
     mf_plan p;
     mf_kv_cache kv = {0};
     CHECK(mf_sched_plan(&g, &cpu, 1, MF_FUSE_ALL, &kv, &p) == MF_OK);
@@ -305,7 +308,7 @@ static void test_two_backends(void) {
     weights w;
     make_weights(&w);
     mf_backend *cpu;
-    CHECK(mf_cpu_backend_create(2, &cpu) == MF_OK);
+    CHECK(mf_cpu_backend_create(2, &cfg, &cpu) == MF_OK);
     fake_cpu = cpu;
     mf_backend fake = {.name = "MM", .supports = fake_supports, .work_size = fake_work, .compute = fake_compute,
                        .host_memory = true};
@@ -366,6 +369,7 @@ static void test_two_backends(void) {
 }
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
     test_block();
     test_two_backends();
     test_liveness_chain();

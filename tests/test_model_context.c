@@ -20,7 +20,7 @@ static double max_diff(const float *a, const float *b, int32_t n) {
 }
 
 static mf_context *make_ctx(const mf_model *m, int32_t ubatch, int32_t n_ctx) {
-    mf_context_params p = mf_context_default_params();
+    mf_context_params p = test_context_params();
     p.n_ctx = n_ctx;
     p.n_ubatch = ubatch;
     p.n_threads = 2;
@@ -40,7 +40,7 @@ typedef struct {
 
 static void *conversation(void *arg) {
     conv *cv = arg;
-    mf_context_params p = mf_context_default_params();
+    mf_context_params p = test_context_params();
     p.n_ctx = 64;
     p.n_threads = 1;
     p.kv_f32 = true;
@@ -141,7 +141,7 @@ int main(void) {
     CHECK(mf_model_load(fixture("models/vocab-qwen3.gguf"), &nm) != MF_OK && nm == NULL);
     CHECK(strstr(mf_last_error(), "vocab-qwen3.gguf") != NULL);
     CHECK(mf_model_load("/nonexistent/model.gguf", &nm) == MF_ERR_IO);
-    mf_context_params p = mf_context_default_params();
+    mf_context_params p = test_context_params();
     p.n_threads = -1;
     mf_context *cx = NULL;
     CHECK(mf_context_create(m, &p, &cx) == MF_ERR_ARG && cx == NULL);

@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 #define N_VOCAB 4096
 #define CLEAR_GAP 0.1f
 /* NMSE bounds: the issue's 1e-6 for float weights and 1e-4 for quantized ones. On x86 with AVX2
@@ -157,6 +160,7 @@ static void check_greedy(mf_context *c, const char *model, const char *rel, int 
 }
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
     bool sanitized = getenv("MINFER_SANITIZED") != NULL;
     int32_t n_short = 0, n_long = 0;
     int32_t *ids_short = read_ids("models/prompt.ids", &n_short);
@@ -180,11 +184,11 @@ int main(void) {
         if (st) continue;
         CHECK(mf_model_n_vocab(m) == N_VOCAB);
         bool is_float = strstr(name, ".F32") || strstr(name, ".F16");
-        const bool ordered = mf_cpu_ordered_float();
+        const bool ordered = cfg.ordered;
         /* llama.cpp's prefill runs Q4_K rows in its GEMM order, minfer every token in its GEMV order */
         const bool exact = ordered && !is_float && !strstr(name, ".Q4_K");
         double bound = is_float ? NMSE_FLOAT : exact ? NMSE_QUANT : NMSE_QUANT_UNORDERED;
-        mf_context_params p = mf_context_default_params();
+        mf_context_params p = test_context_params();
         p.n_ctx = 512;
         p.n_threads = 2;
         p.kv_f32 = true;

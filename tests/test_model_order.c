@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
+
 #if defined(__x86_64__)
 static uint32_t rng = 12345;
 static float frand(void) {
@@ -32,7 +35,7 @@ static void check_type(mf_type t, int64_t n, int variant) {
     for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
     for (int64_t i = 0; i < n * NR; i++) wf[i] = frand();
     for (int r = 0; r < NR; r++) tr->quantize(wf + r * n, w + r * rb, n);
-    mf_simd_quantize_row(tr->vec_dot_type)(x, a, n);
+    mf_simd_quantize_row_at(cfg.level, tr->vec_dot_type)(x, a, n);
     mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
     CHECKF(d.dot && d.dot4, "%s: no ordered dots", tr->name);
     if (!d.dot || !d.dot4) goto done;
@@ -49,7 +52,7 @@ static void check_type(mf_type t, int64_t n, int variant) {
                tr->name, (long long)n, r, four[r], one[r]);
     /* the AVX-512 one-row dots against the AVX2 ones */
     mf_vec_dot_fn d512 =
-        variant == MF_ORDER_PLAIN && mf_simd_active_level() == MF_SIMD_AVX512 ? mf_cpu_ordered_dot_avx512(t) : NULL;
+        variant == MF_ORDER_PLAIN && cfg.level == MF_SIMD_AVX512 ? mf_cpu_ordered_dot_avx512(t) : NULL;
     for (int r = 0; d512 && r < NR; r++) {
         float v = d512(n, w + r * rb, a);
         CHECKF(memcmp(&v, &one[r], sizeof(float)) == 0, "%s n=%lld row %d: AVX-512 %.9g vs AVX2 %.9g", tr->name,
@@ -62,8 +65,9 @@ done:
 #endif
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
-    if (!mf_cpu_ordered_float()) {
+    if (!cfg.ordered) {
         printf("test_model_order: no ordered kernels on this CPU (x86 with AVX2 only); nothing to test\n");
         return test_summary("test_model_order");
     }
@@ -81,7 +85,7 @@ int main(void) {
     float *g = malloc(N * sizeof(float)), *u = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) g[i] = (float)(i - N / 2) / 20.0f, u[i] = frand();
     g[0] = -200.0f, g[1] = 200.0f, g[2] = 0.0f;
-    mf_cpu_swiglu(g, u, y, N);
+    mf_cpu_swiglu(&cfg, g, u, y, N);
     int bad = 0;
     for (int i = 0; i < N; i++) {
         const double ref = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];

@@ -14,7 +14,7 @@
 static int32_t V;
 
 static mf_context *make_ctx(const mf_model *m, int32_t n_ctx, bool kv_f32) {
-    mf_context_params p = mf_context_default_params();
+    mf_context_params p = test_context_params();
     p.n_ctx = n_ctx;
     p.n_threads = 2;
     p.kv_f32 = kv_f32;

@@ -6,8 +6,12 @@
 #include "core/core.h"
 #include "quant/quant.h"
 #include "simd/simd.h"
+#include "cpu/cpu.h"
 
 #include <stdint.h>
+
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rng_u32(void) {
@@ -299,8 +303,8 @@ static void test_vec_dots(int max_blocks) {
         CHECKF(worst_float <= float_tol, "%s . %s: vec_dot vs float activations: %.3g > %.3g", tr->name, atr->name,
                worst_float, float_tol);
         /* the dispatcher returns a function that agrees (the reference or a SIMD twin) */
-        const mf_vec_dot_fn fast = mf_simd_vec_dot(t);
-        const mf_quantize_fn fastq = mf_simd_quantize_row(at);
+        const mf_vec_dot_fn fast = mf_simd_vec_dot_at(cfg.level, t);
+        const mf_quantize_fn fastq = mf_simd_quantize_row_at(cfg.level, at);
         CHECK(fast != NULL && fastq != NULL);
         if (fast && fastq) {
             const int64_t n = blk * MF_MIN(max_blocks, NMAX / blk);
@@ -454,6 +458,7 @@ static void test_table(void) {
 }
 
 int main(void) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
     const bool sanitized = getenv("MINFER_SANITIZED") != NULL;
     test_table();
     test_known_blocks();

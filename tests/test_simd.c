@@ -6,9 +6,13 @@
  * MINFER_ISA override (in a child process, since the level is chosen once per process). */
 #include "test.h"
 #include "simd/simd.h"
+#include "cpu/cpu.h"
 #include "core/core.h"
 
 #include <stdint.h>
+
+/* The kernels under test (MINFER_ISA / MINFER_ORDER; test.h). */
+static mf_cpu_cfg cfg;
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
@@ -251,7 +255,7 @@ static void test_isa_override(const char *self) {
     mf_simd_level best = MF_SIMD_SCALAR;
     for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)
         if (mf_simd_level_supported((mf_simd_level)l)) best = (mf_simd_level)l;
-    CHECK(mf_simd_active_level() == best || getenv("MINFER_ISA"));
+    CHECK(cfg.level == best || getenv("MINFER_ISA"));
     const char *asks[] = {"scalar", "avx2", "avx512", "neon", "bogus"};
     for (size_t i = 0; i < MF_ARRAY_LEN(asks); i++) {
         mf_simd_level want = best;
@@ -274,8 +278,9 @@ static void test_isa_override(const char *self) {
 }
 
 int main(int argc, char **argv) {
+    cfg = mf_cpu_cfg_for(test_isa(), test_order());
     if (argc > 1 && !strcmp(argv[1], "--print-level")) {
-        printf("%s\n", mf_simd_level_name(mf_simd_active_level()));
+        printf("%s\n", mf_simd_level_name(cfg.level));
         return 0;
     }
     const bool sanitized = getenv("MINFER_SANITIZED") != NULL;
@@ -286,7 +291,7 @@ int main(int argc, char **argv) {
     CHECK(w && a && o && x && tw && ta);
     if (!(w && a && o && x && tw && ta)) return test_summary("test_simd");
 
-    printf("cpu level: %s (%s)\n", mf_simd_level_name(mf_simd_active_level()), mf_simd_isa_name());
+    printf("cpu level: %s (%s)\n", mf_simd_level_name(cfg.level), mf_isa_kernels_name((mf_isa)(cfg.level + 1)));
     for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++) {
         const mf_simd_level lv = (mf_simd_level)l;
         if (!mf_simd_level_supported(lv)) continue;

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+/* The kernels measured (MINFER_ISA / MINFER_ORDER). */
+static mf_cpu_cfg cfg;
+
 static uint64_t rng = 88172645463325252ull;
 static float rndf(void) {
     rng ^= rng << 13;
@@ -27,6 +30,10 @@ static double cpu_s(void) {
 }
 
 int main(int argc, char **argv) {
+    mf_isa isa = MF_ISA_AUTO; /* MINFER_ISA / MINFER_ORDER choose the kernels, as for the minfer program */
+    if (getenv("MINFER_ISA") && mf_isa_from_name(getenv("MINFER_ISA"), &isa)) fprintf(stderr, "%s\n", mf_last_error());
+    const char *order = getenv("MINFER_ORDER");
+    cfg = mf_cpu_cfg_for(isa, order && !strcmp(order, "fast") ? MF_ORDER_FAST : MF_ORDER_EXACT);
     int threads = 2, reps = 5, pos = 0;
     const char *args[4] = {0};
     for (int i = 1; i < argc; i++) {
@@ -57,18 +64,18 @@ int main(int argc, char **argv) {
     mf_weight w = {.type = t, .ne = {K, N}, .data = wq, .row_bytes = rb};
     mf_pool *pool = NULL;
     if (mf_pool_create(threads, &pool) != MF_OK) return 1;
-    void *work = malloc(mf_cpu_matmul_work_size(&w, nt, threads));
+    void *work = malloc(mf_cpu_matmul_work_size(&cfg, &w, nt, threads));
     const double macs = (double)N * (double)K * (double)nt;
     double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < reps + 1; r++) {
         const double t0 = mf_time_s(), c0 = cpu_s();
-        mf_cpu_matmul(pool, &w, NULL, x, y, nt, work);
+        mf_cpu_matmul(pool, &cfg, &w, NULL, x, y, nt, work);
         const double dt = mf_time_s() - t0, dc = cpu_s() - c0;
         if (r == 0) continue; /* warm-up */
         if (dt < best) best = dt;
         if (dc < best_cpu) best_cpu = dc;
     }
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(&w);
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, &w);
     printf("%s N=%lld K=%lld nt=%lld threads=%d %s: %.3f ms, %.1f GMAC/s, %.1f GMAC/s per thread (CPU time)\n",
            tr->name, (long long)N, (long long)K, (long long)nt, threads,
            g && nt >= g->min_tokens ? "GEMM" : "dots", best * 1e3, macs / best * 1e-9, macs / best_cpu * 1e-9);

@@ -6,11 +6,15 @@
  * the level).
  *   usage: bench_kernels [--mb N] [--n COLS] [--reps R] [TYPE...]      e.g. bench_kernels q4_0 q4_k */
 #include "simd/simd.h"
+#include "cpu/cpu.h"
 #include "core/core.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* The kernels measured (MINFER_ISA / MINFER_ORDER). */
+static mf_cpu_cfg cfg;
 
 static uint64_t rng = 88172645463325252ull;
 static float rndf(void) {
@@ -37,6 +41,10 @@ static double time_pass(mf_vec_dot_fn dot, mf_gemm_fn gemm, int nc, int64_t n, i
 }
 
 int main(int argc, char **argv) {
+    mf_isa isa = MF_ISA_AUTO; /* MINFER_ISA / MINFER_ORDER choose the kernels, as for the minfer program */
+    if (getenv("MINFER_ISA") && mf_isa_from_name(getenv("MINFER_ISA"), &isa)) fprintf(stderr, "%s\n", mf_last_error());
+    const char *order = getenv("MINFER_ORDER");
+    cfg = mf_cpu_cfg_for(isa, order && !strcmp(order, "fast") ? MF_ORDER_FAST : MF_ORDER_EXACT);
     int64_t mb = 256, n = 4096;
     int reps = 3;
     mf_type want[MF_TYPE_COUNT];
@@ -62,7 +70,7 @@ int main(int argc, char **argv) {
     }
 
     printf("single thread, %lld MiB of weights per type, rows of %lld; active level %s\n", (long long)mb,
-           (long long)n, mf_simd_isa_name());
+           (long long)n, mf_isa_kernels_name((mf_isa)(cfg.level + 1)));
     printf("GB/s = weight bytes read per second; tile = the active level's tile kernel, %d activation rows per\n"
            "weight pass (GB/s per activation row); speedup = best level over scalar\n",
            MF_SIMD_GEMM_NC);
@@ -77,7 +85,7 @@ int main(int argc, char **argv) {
         const mf_type t = want[ti];
         const mf_type_traits *tr = mf_type_get_traits(t);
         const mf_type at = tr->vec_dot_type;
-        mf_quantize_fn wq = mf_quant_file_quantizer(t), aq = mf_simd_quantize_row(at);
+        mf_quantize_fn wq = mf_quant_file_quantizer(t), aq = mf_simd_quantize_row_at(cfg.level, at);
         if (!tr->vec_dot || !wq || !aq) {
             printf("%-5s (no reference kernels)\n", tr->name ? tr->name : "?");
             continue;
@@ -119,7 +127,7 @@ int main(int argc, char **argv) {
             }
             if (tl < best) best = tl;
         }
-        const double tt = time_pass(NULL, mf_simd_gemm(t), MF_SIMD_GEMM_NC, n, nr, w, rs, a, as, out, reps);
+        const double tt = time_pass(NULL, mf_simd_gemm_at(cfg.level, t), MF_SIMD_GEMM_NC, n, nr, w, rs, a, as, out, reps);
         printf(" %7.1fx %9.2f %.1e\n", ts / best, bytes * MF_SIMD_GEMM_NC / tt * 1e-9, maxrel);
         fflush(stdout);
         mf_aligned_free(w);

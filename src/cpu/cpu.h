@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "graph/kv.h"
 #include "graph/sched.h"
+#include "simd/simd.h"
 
 /* Largest head dimension the kernels handle (per-head scratch lives on the stack); models with a
  * larger one are refused at load. */
@@ -19,8 +20,19 @@
 /* Largest number of query heads sharing one KV head (n_head / n_head_kv). */
 #define MF_MAX_GQA_GROUP 64
 
+/* Which kernels a backend runs: the SIMD level (one this CPU supports) and whether quantized
+ * matmuls, SwiGLU and F32-cache attention follow llama.cpp's float order (x86 with AVX2 or AVX-512,
+ * MF_ORDER_EXACT) or the SIMD kernels' own. Every kernel takes it; nothing is chosen process-wide. */
+typedef struct mf_cpu_cfg {
+    mf_simd_level level;
+    bool ordered;
+} mf_cpu_cfg;
+/* The configuration for a context's instruction set and float order (AUTO, or a level this CPU
+ * lacks, resolves as mf_isa_resolve does). */
+mf_cpu_cfg mf_cpu_cfg_for(mf_isa isa, mf_float_order order);
+
 /* The backend. n_threads >= 1. Its supports() accepts every op whose weight types have kernels. */
-mf_status mf_cpu_backend_create(int n_threads, mf_backend **out);
+mf_status mf_cpu_backend_create(int n_threads, const mf_cpu_cfg *cfg, mf_backend **out);
 int mf_cpu_backend_n_threads(const mf_backend *b);
 /* Whether the CPU can multiply by (or gather rows of) weights of this type. */
 bool mf_cpu_type_supported(mf_type t);
@@ -32,19 +44,18 @@ void mf_cpu_init_tables(void);
 
 /* Scratch for mf_cpu_matmul on a pool of up to n_threads threads: the activations quantized to the
  * weight's vec_dot_type and, where a prefill GEMM serves nt rows, each thread's GEMM scratch. */
-size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads);
+size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads);
 /* y[t][o] = sum_k W[o][k] x[t][k] (+ b[o]) for t < nt, o < N. x {K, nt}, y {N, nt}. Activations are
  * quantized once per row into W's vec_dot_type (Q8_0/Q8_1/Q8_K/F16, as llama.cpp does), then one
- * dispatched dot per (o, t); threads split the output rows. With the ordered kernels
- * (mf_cpu_ordered_float) and quantized weights, y's row t is bit for bit the same for every nt and
- * thread count: it depends on x's row t only. */
-void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                   void *work);
+ * dispatched dot per (o, t); threads split the output rows. For a given cfg, y's row t is bit for
+ * bit the same for every nt and thread count: it depends on x's row t only. */
+void mf_cpu_matmul(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b, const float *x,
+                   float *y, int64_t nt, void *work);
 /* The same, reusing the quantized activations where act_ready: work already holds x quantized to
  * w's activation type, as the previous matmul on the same x with the same activation type and row
  * length left it (the caller knows nothing ran in between). */
-void mf_cpu_matmul_reusing(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y,
-                           int64_t nt, void *work, bool act_ready);
+void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b,
+                           const float *x, float *y, int64_t nt, void *work, bool act_ready);
 /* The format mf_cpu_matmul quantizes activations to for weight w (F32: none). */
 mf_type mf_cpu_matmul_act_type(const mf_weight *w);
 void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);
@@ -62,7 +73,7 @@ void mf_cpu_rms_norm_row_ref(const float *x, const float *w, float *y, int64_t n
  * i < n_dims/2, theta computed as llama.cpp does (theta_{i+1} = theta_i * base^(-2/n_dims)). */
 void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs);
 /* Rotate one head of hd values in place with a cache from mf_cpu_rope_cache. */
-void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
+void mf_cpu_rope_head(const mf_cpu_cfg *cfg, const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
 #if defined(__x86_64__)
 void mf_cpu_rope_head_avx2(const mf_rope_params *rp, const float *cs, float *x, int64_t hd); /* AVX2 + FMA */
 #endif
@@ -70,7 +81,7 @@ void mf_cpu_rope_head_avx2(const mf_rope_params *rp, const float *cs, float *x, 
 void mf_cpu_rope_head_ref(const mf_rope_params *rp, int32_t pos, const float *x, float *y, int64_t hd);
 
 void mf_cpu_silu(const float *x, float *y, int64_t n);
-void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n);
+void mf_cpu_swiglu(const mf_cpu_cfg *cfg, const float *a, const float *b, float *y, int64_t n);
 
 /* Store token rows of K and V ({hd * nkv} floats each, per token) into layer's cache cells
  * (cells[t] < 0: skipped), converting to the cache type. */
@@ -85,8 +96,8 @@ void mf_cpu_kv_store_row(mf_kv_cache *kv, int32_t layer, int32_t cell, const flo
  * (cpu_attn.h), within ~5e-6 of the reference in units of V. A token's result depends only on its
  * query and its list: any split of the units, and any other tokens or sequences in the batch or
  * the cache, give the same bits. */
-void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
-                      int64_t u1, float *scores);
+void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
+                      float *out, int64_t u0, int64_t u1, float *scores);
 void mf_cpu_attention_ref(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t nt);
 
 #endif /* MF_CPU_H */

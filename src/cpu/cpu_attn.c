@@ -169,11 +169,11 @@ void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *k
 }
 #endif
 
-void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
-                      int64_t u1, float *scores) {
+void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
+                      float *out, int64_t u0, int64_t u1, float *scores) {
 #if defined(__x86_64__)
-    const bool avx512 = mf_simd_active_level() == MF_SIMD_AVX512;
-    if (kv->type == MF_TYPE_F32 && mf_cpu_ordered_float()) {
+    const bool avx512 = cfg->level == MF_SIMD_AVX512;
+    if (kv->type == MF_TYPE_F32 && cfg->ordered) {
         if (avx512)
             mf_cpu_attention_ordered_avx512(ap, kv, q, out, u0, u1, scores);
         else
@@ -185,6 +185,6 @@ void mf_cpu_attention(const mf_attn_params *ap, const mf_kv_cache *kv, const flo
         return;
     }
 #endif
-    (void)scores;
+    (void)scores, (void)cfg;
     mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_c);
 }

@@ -17,6 +17,7 @@ typedef struct {
 
 typedef struct {
     mf_pool *pool;
+    mf_cpu_cfg cfg; /* the kernels this backend runs */
     act_memo memo;
 } cpu_impl;
 
@@ -44,7 +45,7 @@ static size_t cpu_work_size(const mf_backend *b, const mf_graph *g, const mf_nod
     size_t nth = (size_t)mf_pool_n_threads(c->pool);
     /* Per-thread scratch is rounded up to 64 bytes, so compute()'s (size / nth) & ~63 covers it. */
     switch (n->op) {
-    case MF_OP_MATMUL: return mf_cpu_matmul_work_size(n->p.mm.w, src(g, n, 0)->ne[1], (int)nth);
+    case MF_OP_MATMUL: return mf_cpu_matmul_work_size(&c->cfg, n->p.mm.w, src(g, n, 0)->ne[1], (int)nth);
     case MF_OP_ATTENTION:
         return nth * per_thread((size_t)(n->p.attn.n_head / n->p.attn.n_head_kv) *
                                 ((size_t)kv->n_cells + (size_t)n->p.attn.head_dim) * sizeof(float));
@@ -54,8 +55,9 @@ static size_t cpu_work_size(const mf_backend *b, const mf_graph *g, const mf_nod
     }
 }
 
-/* One task type for all ops: the node, the graph, the cache and the scratch. */
+/* One task type for all ops: the kernels, the node, the graph, the cache and the scratch. */
 typedef struct {
+    const mf_cpu_cfg *cfg;
     mf_graph *g;
     mf_node *n;
     mf_kv_cache *kv;
@@ -98,7 +100,7 @@ static void run_rope(void *arg, int ith, int nth) {
         mf_cpu_rope_cache(&n->p.rope, pos[tok], cs);
         float *y = (float *)n->data + tok * nh * hd;
         memcpy(y, x + tok * nh * hd, (size_t)(nh * hd) * sizeof(float));
-        for (int64_t h = 0; h < nh; h++) mf_cpu_rope_head(&n->p.rope, cs, y + h * hd, hd);
+        for (int64_t h = 0; h < nh; h++) mf_cpu_rope_head(t->cfg, &n->p.rope, cs, y + h * hd, hd);
     }
 }
 
@@ -113,7 +115,7 @@ static void run_elementwise(void *arg, int ith, int nth) {
     case MF_OP_ADD: for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i]; break;
     case MF_OP_MUL: for (int64_t i = i0; i < i1; i++) y[i] = a[i] * b[i]; break;
     case MF_OP_SILU: mf_cpu_silu(a + i0, y + i0, i1 - i0); break;
-    case MF_OP_SWIGLU: mf_cpu_swiglu(a + i0, b + i0, y + i0, i1 - i0); break;
+    case MF_OP_SWIGLU: mf_cpu_swiglu(t->cfg, a + i0, b + i0, y + i0, i1 - i0); break;
     default: MF_ASSERT(!"not an elementwise op");
     }
 }
@@ -158,7 +160,7 @@ static void run_attention(void *arg, int ith, int nth) {
     for (int64_t tok = 0; tok < nt; tok++) total += attn_unit_cost(v, tok) * nh;
     const int64_t u0 = attn_split(v, nt, nh, total, ith, nth), u1 = attn_split(v, nt, nh, total, ith + 1, nth);
     float *scores = (float *)(t->work + (size_t)ith * t->work_per_thread);
-    if (u1 > u0) mf_cpu_attention(&n->p.attn, t->kv, q->data, n->data, u0, u1, scores);
+    if (u1 > u0) mf_cpu_attention(t->cfg, &n->p.attn, t->kv, q->data, n->data, u0, u1, scores);
 }
 
 /* Fused: per token, q = rope(q + bq) into the output; k = rope(k + bk) and v + bv into the cache. */
@@ -179,13 +181,13 @@ static void run_qkv_rope_store(void *arg, int ith, int nth) {
         mf_cpu_rope_cache(rp, pos[tok], cs);
         float *y = (float *)n->data + tok * qrow;
         for (int64_t i = 0; i < qrow; i++) y[i] = bq ? q[tok * qrow + i] + bq[i] : q[tok * qrow + i];
-        for (int64_t h = 0; h < ap->n_head; h++) mf_cpu_rope_head(rp, cs, y + h * hd, hd);
+        for (int64_t h = 0; h < ap->n_head; h++) mf_cpu_rope_head(t->cfg, rp, cs, y + h * hd, hd);
         if (cells[tok] < 0) continue;
         for (int64_t i = 0; i < kvrow; i++) {
             kt[i] = bk ? k[tok * kvrow + i] + bk[i] : k[tok * kvrow + i];
             vt[i] = bv ? v[tok * kvrow + i] + bv[i] : v[tok * kvrow + i];
         }
-        for (int64_t h = 0; h < ap->n_head_kv; h++) mf_cpu_rope_head(rp, cs, kt + h * hd, hd);
+        for (int64_t h = 0; h < ap->n_head_kv; h++) mf_cpu_rope_head(t->cfg, rp, cs, kt + h * hd, hd);
         mf_cpu_kv_store_row(t->kv, ap->layer, cells[tok], kt, vt);
     }
 }
@@ -206,7 +208,7 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     cpu_impl *c = b->impl;
     mf_node *n = &g->nodes[id];
     int nth = mf_pool_n_threads(c->pool);
-    task t = {.g = g, .n = n, .kv = kv, .work = work, .work_per_thread = (work_size / (size_t)nth) & ~(size_t)63};
+    task t = {.cfg = &c->cfg, .g = g, .n = n, .kv = kv, .work = work, .work_per_thread = (work_size / (size_t)nth) & ~(size_t)63};
     mf_pool_fn fn = NULL;
     if (n->op != MF_OP_MATMUL) c->memo.g = NULL; /* any other node may overwrite the work buffer */
     switch (n->op) {
@@ -215,7 +217,7 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     case MF_OP_MATMUL: {
         const mf_type act = mf_cpu_matmul_act_type(n->p.mm.w);
         const bool ready = act != MF_TYPE_F32 && act_memo_hit(&c->memo, g, id, act, work);
-        mf_cpu_matmul_reusing(c->pool, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1], work,
+        mf_cpu_matmul_reusing(c->pool, &c->cfg, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1], work,
                               ready);
         c->memo = (act_memo){g, id, n->src[0], act, work};
         return MF_OK;
@@ -252,7 +254,7 @@ static void cpu_free(mf_backend *b) {
     free(b);
 }
 
-mf_status mf_cpu_backend_create(int n_threads, mf_backend **out) {
+mf_status mf_cpu_backend_create(int n_threads, const mf_cpu_cfg *cfg, mf_backend **out) {
     *out = NULL;
     mf_backend *b = mf_calloc(1, sizeof *b);
     cpu_impl *c = mf_calloc(1, sizeof *c);
@@ -261,6 +263,7 @@ mf_status mf_cpu_backend_create(int n_threads, mf_backend **out) {
         free(c);
         return MF_ERR_NOMEM;
     }
+    c->cfg = *cfg;
     mf_status st = mf_pool_create(n_threads, &c->pool);
     if (st) {
         free(b);

@@ -3,6 +3,7 @@
 #ifndef MF_CPU_DOT_ORDER_H
 #define MF_CPU_DOT_ORDER_H
 
+#include "cpu/cpu.h"
 #include "graph/graph.h"
 #include "quant/quant.h"
 
@@ -23,18 +24,18 @@ typedef struct mf_cpu_ordered_dots {
  * would make a token's result depend on how many tokens share its batch. */
 enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 
-/* The ordered dots for this weight, or {NULL, NULL, NULL} where there are none (no such kernel, not
- * x86, the CPU lacks AVX2/FMA/F16C, or MINFER_ISA=scalar). llama.cpp repacks every Q4_0 and Q4_K
+/* The ordered dots for this weight under cfg, or {NULL, NULL, NULL} where there are none (no such
+ * kernel, not x86, or cfg is not ordered: the scalar level or MF_ORDER_FAST). llama.cpp repacks every Q4_0 and Q4_K
  * matmul weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy). One order
  * per weight: every token, alone or in a batch of any size, gets the same float steps. */
-mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w);
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weight *w);
 
 #if defined(__x86_64__)
 /* The AVX2 set (AVX2 + FMA + F16C required). */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant);
-/* The active level's ordered dots for (t, variant): the AVX2 set with the AVX-512 one-row (plain
- * order) and eight-row dots in their place where the CPU runs AVX-512 (bit-identical either way). */
-mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant);
+/* A level's ordered dots for (t, variant): the AVX2 set, with the AVX-512 one-row (plain order) and
+ * eight-row dots in their place at the AVX-512 level (bit-identical either way). */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int variant);
 /* Eight-row dots with AVX-512 VNNI, bit-identical to the AVX2 one-row dots of the same variant;
  * NULL where there is none. */
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
@@ -53,10 +54,5 @@ double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx);
 void mf_cpu_pv_ord_avx2(const float *p, int64_t nc, const float *v, const int32_t *cells, size_t v_stride, int64_t hd,
                         float *acc, float *out);
 #endif
-
-/* Whether the ordered kernels are in use: x86 with AVX2, unless MINFER_ISA=scalar or the environment
- * variable MINFER_ORDER=fast (read once) asks for the SIMD kernels' own order, which is ~15% faster
- * and agrees with llama.cpp only to ~1e-4 NMSE on quantized weights. */
-bool mf_cpu_ordered_float(void);
 
 #endif /* MF_CPU_DOT_ORDER_H */

@@ -3,9 +3,9 @@
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
 
-const mf_cpu_gemm *mf_cpu_gemm_for(const mf_weight *w) {
+const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
 #if defined(__x86_64__)
-    if (!mf_cpu_ordered_float() || mf_simd_active_level() != MF_SIMD_AVX512) return NULL;
+    if (!cfg->ordered || cfg->level != MF_SIMD_AVX512) return NULL;
     /* Q4_0 and Q4_K follow llama.cpp's repacked order, which it uses for rows in multiples of 8. */
     const bool repacked = w->ne[1] % 8 == 0;
     switch (w->type) {
@@ -20,7 +20,7 @@ const mf_cpu_gemm *mf_cpu_gemm_for(const mf_weight *w) {
     default: return NULL;
     }
 #else
-    (void)w;
+    (void)w, (void)cfg;
     return NULL;
 #endif
 }

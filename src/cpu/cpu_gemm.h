@@ -3,13 +3,14 @@
  * reloads and re-decodes the weights for every token.
  *
  * Every GEMM here gives, for each output, bit for bit the value of the ordered dot that
- * mf_cpu_ordered_dots_for(w) returns for it (llama.cpp's float order): only the exact integer block
+ * mf_cpu_ordered_dots_for(cfg, w) returns for it (llama.cpp's float order): only the exact integer block
  * sums are formed in a different order, the float steps of each output stay the same, whatever the
  * token count, the tile a token falls in or the row range. tests/test_cpu_gemm.c checks that on
  * random data, every tail, every row range. */
 #ifndef MF_CPU_GEMM_H
 #define MF_CPU_GEMM_H
 
+#include "cpu/cpu.h"
 #include "graph/graph.h"
 
 #include <stddef.h>
@@ -28,7 +29,7 @@ typedef struct mf_cpu_gemm {
 
 /* The GEMM for this weight, or NULL (no GEMM for its type or order on this CPU, or the ordered
  * kernels are off: then the SIMD kernels' own multi-row tiles serve). */
-const mf_cpu_gemm *mf_cpu_gemm_for(const mf_weight *w);
+const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w);
 
 #if defined(__x86_64__)
 /* AVX-512 VNNI GEMMs (NULL until a type has one); each needs the repacked order (Q4_0, Q4_K: rows a

@@ -8,44 +8,34 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 
 /* ---- matmul ---- */
 
 /* The activation format, its quantizer (NULL: the F32 rows are used as they are) and the dot for
  * weights of type t; false when the CPU has no kernel for t. */
-static bool resolve_dot(mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_dot_fn *dot) {
-    *dot = mf_simd_vec_dot(t);
+static bool resolve_dot(mf_simd_level level, mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_dot_fn *dot) {
+    *dot = mf_simd_vec_dot_at(level, t);
     *act = mf_type_get_traits(t)->vec_dot_type;
-    *quant = *act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row(*act);
+    *quant = *act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row_at(level, *act);
     return *dot && (*act == MF_TYPE_F32 || *quant);
 }
 
+mf_cpu_cfg mf_cpu_cfg_for(mf_isa isa, mf_float_order order) {
+    const mf_simd_level level = (mf_simd_level)(mf_isa_resolve(isa) - 1);
 #if defined(__x86_64__)
-static bool order_fast; /* MINFER_ORDER=fast: the SIMD kernels' own (faster) order */
-static pthread_once_t order_once = PTHREAD_ONCE_INIT;
-
-static void read_order_env(void) {
-    const char *e = getenv("MINFER_ORDER");
-    order_fast = e && strcmp(e, "fast") == 0;
-}
-#endif
-
-bool mf_cpu_ordered_float(void) {
-#if defined(__x86_64__)
-    pthread_once(&order_once, read_order_env);
-    mf_simd_level l = mf_simd_active_level();
-    return !order_fast && (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512);
+    const bool ordered = order == MF_ORDER_EXACT && (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512);
 #else
-    return false;
+    const bool ordered = false;
+    (void)order;
 #endif
+    return (mf_cpu_cfg){level, ordered};
 }
 
 #if defined(__x86_64__)
-mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant) {
+mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int variant) {
     mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
-    if (d.dot && mf_simd_active_level() == MF_SIMD_AVX512) {
+    if (d.dot && level == MF_SIMD_AVX512) {
         if (variant == MF_ORDER_PLAIN && mf_cpu_ordered_dot_avx512(t)) d.dot = mf_cpu_ordered_dot_avx512(t);
         const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
         if (d8) d.dot8 = d8;
@@ -54,14 +44,14 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_type t, int variant) {
 }
 #endif
 
-mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_weight *w) {
+mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
 #if defined(__x86_64__)
-    if (mf_cpu_ordered_float()) {
+    if (cfg->ordered) {
         const bool repacked = (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0;
-        return mf_cpu_ordered_dots_at(w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN);
+        return mf_cpu_ordered_dots_at(cfg->level, w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN);
     }
 #endif
-    (void)w;
+    (void)w, (void)cfg;
     return (mf_cpu_ordered_dots){NULL, NULL, NULL};
 }
 
@@ -69,14 +59,14 @@ bool mf_cpu_type_supported(mf_type t) {
     mf_type act;
     mf_quantize_fn q;
     mf_vec_dot_fn d;
-    return mf_type_get_traits(t)->dequantize && resolve_dot(t, &act, &q, &d);
+    return mf_type_get_traits(t)->dequantize && resolve_dot(MF_SIMD_SCALAR, t, &act, &q, &d);
 }
 
 mf_type mf_cpu_matmul_act_type(const mf_weight *w) {
     mf_type act;
     mf_quantize_fn q;
     mf_vec_dot_fn d;
-    return resolve_dot(w->type, &act, &q, &d) && q ? act : MF_TYPE_F32;
+    return resolve_dot(MF_SIMD_SCALAR, w->type, &act, &q, &d) && q ? act : MF_TYPE_F32;
 }
 
 /* The quantized activation rows, then (for a GEMM) each thread's scratch, 64-byte aligned. */
@@ -86,12 +76,12 @@ static size_t act_bytes(mf_type act, int64_t K, int64_t nt) {
 
 static size_t gemm_scratch(const mf_cpu_gemm *g, int64_t K) { return (g->scratch_size(K) + 63) & ~(size_t)63; }
 
-size_t mf_cpu_matmul_work_size(const mf_weight *w, int64_t nt, int n_threads) {
+size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads) {
     mf_type act;
     mf_quantize_fn q;
     mf_vec_dot_fn d;
-    if (!resolve_dot(w->type, &act, &q, &d) || act == MF_TYPE_F32) return 0;
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(w);
+    if (!resolve_dot(cfg->level, w->type, &act, &q, &d) || act == MF_TYPE_F32) return 0;
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(cfg, w);
     const size_t scratch = g && nt >= g->min_tokens ? gemm_scratch(g, w->ne[0]) * (size_t)n_threads : 0;
     return act_bytes(act, w->ne[0], nt) + scratch + 64; /* + 64: the caller's buffer need not be aligned */
 }
@@ -190,21 +180,21 @@ static void mm_dot(void *arg, int ith, int nth) {
     }
 }
 
-void mf_cpu_matmul(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt,
-                   void *work) {
-    mf_cpu_matmul_reusing(pool, w, b, x, y, nt, work, false);
+void mf_cpu_matmul(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b, const float *x,
+                   float *y, int64_t nt, void *work) {
+    mf_cpu_matmul_reusing(pool, cfg, w, b, x, y, nt, work, false);
 }
 
-void mf_cpu_matmul_reusing(mf_pool *pool, const mf_weight *w, const mf_weight *b, const float *x, float *y,
-                           int64_t nt, void *work, bool act_ready) {
+void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b,
+                           const float *x, float *y, int64_t nt, void *work, bool act_ready) {
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     mf_type act;
-    MF_ASSERT(resolve_dot(w->type, &act, &m.quant, &m.dot));
-    if (m.dot == mf_simd_vec_dot(w->type)) m.gemm = mf_simd_gemm(w->type); /* not for the local fallbacks */
-    m.ord = mf_cpu_ordered_dots_for(w); /* llama.cpp's float order: bit-identical outputs */
+    MF_ASSERT(resolve_dot(cfg->level, w->type, &act, &m.quant, &m.dot));
+    m.gemm = mf_simd_gemm_at(cfg->level, w->type);
+    m.ord = mf_cpu_ordered_dots_for(cfg, w); /* llama.cpp's float order: bit-identical outputs */
     if (m.ord.dot) m.gemm = NULL;
     if (m.ord.dot && m.quant) {
-        const mf_cpu_gemm *g = mf_cpu_gemm_for(w);
+        const mf_cpu_gemm *g = mf_cpu_gemm_for(cfg, w);
         if (g && nt >= g->min_tokens) {
             m.gemm_ord = g;
             m.scratch_bytes = gemm_scratch(g, w->ne[0]);
@@ -286,15 +276,15 @@ void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
     }
 }
 
-void mf_cpu_rope_head(const mf_rope_params *rp, const float *cs, float *x, int64_t hd) {
+void mf_cpu_rope_head(const mf_cpu_cfg *cfg, const mf_rope_params *rp, const float *cs, float *x, int64_t hd) {
 #if defined(__x86_64__)
-    const mf_simd_level l = mf_simd_active_level();
+    const mf_simd_level l = cfg->level;
     if (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512) {
         mf_cpu_rope_head_avx2(rp, cs, x, hd);
         return;
     }
 #endif
-    (void)hd; /* dims past n_dims pass through unchanged */
+    (void)hd, (void)cfg; /* dims past n_dims pass through unchanged */
     int32_t half = rp->n_dims / 2;
     for (int32_t i = 0; i < half; i++) {
         int32_t a = rp->mode == MF_ROPE_NEOX ? i : 2 * i;
@@ -311,10 +301,10 @@ void mf_cpu_silu(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-void mf_cpu_swiglu(const float *a, const float *b, float *y, int64_t n) {
+void mf_cpu_swiglu(const mf_cpu_cfg *cfg, const float *a, const float *b, float *y, int64_t n) {
 #if defined(__x86_64__)
-    if (mf_cpu_ordered_float()) {
-        if (mf_simd_active_level() == MF_SIMD_AVX512)
+    if (cfg->ordered) {
+        if (cfg->level == MF_SIMD_AVX512)
             mf_cpu_swiglu_ord_avx512(a, b, y, n);
         else
             mf_cpu_swiglu_ord_avx2(a, b, y, n);

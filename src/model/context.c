@@ -91,7 +91,8 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
     if (!c) return MF_ERR_NOMEM;
     c->m = m;
     c->p = p;
-    mf_status st = mf_cpu_backend_create(p.n_threads, &c->backends[0]);
+    const mf_cpu_cfg cfg = mf_cpu_cfg_for(p.isa, p.order);
+    mf_status st = mf_cpu_backend_create(p.n_threads, &cfg, &c->backends[0]);
     if (st) goto fail;
     c->n_backends = 1; /* priority order: a CUDA backend, when built, goes first */
     st = mf_kv_init(&c->kv, m->hp.n_layer, p.n_ctx, m->hp.n_head_kv, m->hp.head_dim,

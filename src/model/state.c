@@ -52,7 +52,7 @@ static mf_status prepare(mf_context *c, int32_t seq, int32_t *cells, int32_t *n,
     h->n_head_kv = (uint32_t)kv->n_head_kv;
     h->head_dim = (uint32_t)kv->head_dim;
     h->n_cells = (uint32_t)*n;
-    snprintf(h->isa, sizeof h->isa, "%s", mf_simd_isa_name());
+    snprintf(h->isa, sizeof h->isa, "%s", mf_isa_kernels_name(mf_context_isa(c)));
     h->payload_size = payload_size(kv, (uint64_t)*n);
     return MF_OK;
 }
@@ -197,9 +197,10 @@ static mf_status check_image(mf_context *c, int32_t seq, const uint8_t *data, si
         if (t < 0 || t >= V) return mf_fail(MF_ERR_FORMAT, "sequence state: token %d outside [0, %d)", t, V);
         prev = p;
     }
-    if (strncmp(h->isa, mf_simd_isa_name(), sizeof h->isa))
+    const char *isa = mf_isa_kernels_name(mf_context_isa(c));
+    if (strncmp(h->isa, isa, sizeof h->isa))
         mf_log(MF_LOG_INFO, "sequence state was computed with %.12s kernels, this machine uses %s: what follows may "
-               "differ in the last bits from a run that never left this machine", h->isa, mf_simd_isa_name());
+               "differ in the last bits from a run that never left this machine", h->isa, isa);
     /* room: the free cells plus those that only seq holds (they are replaced) */
     int32_t room = kv->n_cells - kv->n_used;
     const uint64_t b = (uint64_t)1 << seq;

@@ -101,21 +101,6 @@ static void init(void) {
             break;
         }
     }
-    const char *env = getenv("MINFER_ISA");
-    if (env && *env) {
-        int want = -1;
-        for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)
-            if (!strcasecmp(env, level_names[l])) want = l;
-        if (want < 0) {
-            mf_log(MF_LOG_WARN, "MINFER_ISA='%s' is not a level (scalar, avx2, avx512, neon); using %s", env,
-                   level_names[active]);
-        } else if (!supported[want]) {
-            mf_log(MF_LOG_WARN, "MINFER_ISA=%s is not supported on this CPU or build; using %s", env,
-                   level_names[active]);
-        } else {
-            active = (mf_simd_level)want;
-        }
-    }
 }
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
@@ -136,7 +121,7 @@ bool mf_simd_level_supported(mf_simd_level level) {
     return (unsigned)level < MF_SIMD_LEVEL_COUNT && supported[level];
 }
 
-mf_simd_level mf_simd_active_level(void) {
+mf_simd_level mf_simd_best_level(void) {
     ensure_init();
     return active;
 }
@@ -202,14 +187,6 @@ const char *mf_cpu_name(void) {
     return cpu_name;
 }
 
-const char *mf_simd_isa_name(void) {
-    switch (mf_simd_active_level()) {
-    case MF_SIMD_AVX512: return "avx512-vnni";
-    case MF_SIMD_AVX2: return "avx2";
-    case MF_SIMD_NEON: return "neon-dotprod";
-    default: return "scalar";
-    }
-}
 
 /* The level's own kernel for weight type t, if it exists and expects the activation format the
  * traits table names for t. */
@@ -262,10 +239,10 @@ mf_gemm_fn mf_simd_gemm_at(mf_simd_level level, mf_type t) {
     return ref_gemm(t);
 }
 
-mf_vec_dot_fn mf_simd_vec_dot(mf_type t) { return mf_simd_vec_dot_at(mf_simd_active_level(), t); }
+mf_vec_dot_fn mf_simd_vec_dot(mf_type t) { return mf_simd_vec_dot_at(mf_simd_best_level(), t); }
 
 mf_quantize_fn mf_simd_quantize_row(mf_type act_type) {
-    return mf_simd_quantize_row_at(mf_simd_active_level(), act_type);
+    return mf_simd_quantize_row_at(mf_simd_best_level(), act_type);
 }
 
-mf_gemm_fn mf_simd_gemm(mf_type t) { return mf_simd_gemm_at(mf_simd_active_level(), t); }
+mf_gemm_fn mf_simd_gemm(mf_type t) { return mf_simd_gemm_at(mf_simd_best_level(), t); }

@@ -4,9 +4,9 @@
  * never inside an inner loop.
  *
  * Levels: scalar (the reference functions), avx2 (AVX2+FMA+F16C+BMI2), avx512 (AVX-512 F/BW/DQ/VL
- * with VNNI), neon (arm64 with the dot-product extension). The environment variable
- * MINFER_ISA=scalar|avx2|avx512|neon forces that level for the whole process (read once, at the
- * first call); a level the CPU lacks falls back to the best one it has, with a warning. */
+ * with VNNI), neon (arm64 with the dot-product extension). Nothing is chosen process-wide: the CPU
+ * backend asks for the functions of its context's level (mf_cpu_cfg, the *_at entry points); the
+ * entry points without a level give the best level's, for tools and tests. */
 #ifndef MF_SIMD_H
 #define MF_SIMD_H
 
@@ -27,14 +27,12 @@ typedef enum mf_simd_level {
 } mf_simd_level;
 
 const mf_cpu_features *mf_simd_cpu_features(void);
-/* A short name of the instruction set in use: "avx512-vnni", "avx2", "neon-dotprod", "scalar". */
-const char *mf_simd_isa_name(void);
-/* "scalar", "avx2", "avx512", "neon": the spelling MINFER_ISA accepts. */
+/* "scalar", "avx2", "avx512", "neon" (mf_isa_name's spellings). */
 const char *mf_simd_level_name(mf_simd_level level);
 /* True if this build has kernels for the level and this CPU can run them (scalar always). */
 bool mf_simd_level_supported(mf_simd_level level);
-/* The level in use: the best supported one, capped by MINFER_ISA. */
-mf_simd_level mf_simd_active_level(void);
+/* The best level this CPU and build support (what MF_ISA_AUTO resolves to). */
+mf_simd_level mf_simd_best_level(void);
 
 /* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type, as
  * the activation quantizers write it (int8 values in [-127, 127]; the kernels rely on it). Equals
