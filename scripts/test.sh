@@ -53,6 +53,7 @@ echo "== fuzzing (libFuzzer, ASan + UBSan, ${FUZZ_SECONDS:-60} s per target)"
 cmake -S . -B build-fuzz -DMINFER_FUZZ=ON -DCMAKE_C_COMPILER=clang >/dev/null
 FUZZ_SECONDS=${FUZZ_SECONDS:-60} cmake --build build-fuzz -j"$jobs" --target fuzz-all 2>&1 |
   grep -v -E '^(#[0-9]+[[:space:]]+(NEW|REDUCE|pulse) |[[:space:]]+NEW_FUNC|"|###### )'
+
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== CUDA build (compile and link only; runs where a GPU is present)"
   PATH="$PATH:/usr/local/cuda/bin" cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON >/dev/null
