@@ -37,6 +37,7 @@ cmake -S . -B build-arm64 -DCMAKE_BUILD_TYPE=Release \
 # keep going past a target that fails to build: its tests then fail in ctest, the others still run
 cmake --build build-arm64 -j"$(nproc)" -- -k || echo "cross-arm64: some targets failed to build (see above)"
 
-echo "== C tests under qemu-aarch64"
+isa=$($emu build-arm64/minfer --version 2>/dev/null | sed -n 's/^cpu kernels: //p' || true)
+echo "== C tests (arm64 under qemu-aarch64, ISA ${isa:-unknown}; CPU: emulated on $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1))"
 export MINFER_TEST_WRAPPER="$emu"
 (cd build-arm64 && ctest --output-on-failure "$@")

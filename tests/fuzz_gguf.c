@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#else /* MF_FUZZ_CORPUS_MAIN: fuzz_gguf_corpus MODELS_DIR OUT_DIR */
+#else /* MF_FUZZ_CORPUS_MAIN: fuzz_gguf_corpus OUT_DIR MODELS_DIR... */
 
 #include <dirent.h>
 
@@ -111,30 +111,36 @@ static int shrink(const char *in, const char *out) {
     return s == MF_OK ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: fuzz_gguf_corpus MODELS_DIR OUT_DIR\n");
-        return 2;
-    }
-    DIR *d = opendir(argv[1]);
+static int seeds_from(const char *dir, const char *out_dir, int *n) {
+    DIR *d = opendir(dir);
     if (!d) {
-        fprintf(stderr, "fuzz_gguf_corpus: cannot open %s\n", argv[1]);
+        fprintf(stderr, "fuzz_gguf_corpus: cannot open %s\n", dir);
         return 1;
     }
-    int rc = 0, n = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         if (len < 5 || strcmp(e->d_name + len - 5, ".gguf")) continue;
         if (strstr(e->d_name, "-split-") && !strstr(e->d_name, "-00001-of-")) continue;
         char in[4096], out[4096];
-        snprintf(in, sizeof in, "%s/%s", argv[1], e->d_name);
-        snprintf(out, sizeof out, "%s/%s", argv[2], e->d_name);
+        snprintf(in, sizeof in, "%s/%s", dir, e->d_name);
+        snprintf(out, sizeof out, "%s/%s", out_dir, e->d_name);
         rc |= shrink(in, out);
-        n++;
+        (*n)++;
     }
     closedir(d);
-    printf("fuzz_gguf_corpus: %d seeds in %s\n", n, argv[2]);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: fuzz_gguf_corpus OUT_DIR MODELS_DIR...\n");
+        return 2;
+    }
+    int rc = 0, n = 0;
+    for (int i = 2; i < argc; i++) rc |= seeds_from(argv[i], argv[1], &n);
+    printf("fuzz_gguf_corpus: %d seeds in %s\n", n, argv[1]);
     return rc;
 }
 

@@ -86,13 +86,14 @@ static void test_utf8(void) {
     CHECK(run(m, p7, 2, out, sizeof out, steps) == -1 && steps[0] == 9 && steps[1] == 9);
     mf_stop_free(m);
 
-    /* A stop string with a multibyte character, split inside the character. */
+    /* A stop string with a multibyte character, split inside the character (the parenthesized pieces are
+     * one literal split where a hex escape ends, not a missing comma). */
     const char *stops[] = {"\xE3\x80\x82" "END"}; /* "。END" */
     CHECK(mf_stop_create(stops, 1, &m) == MF_OK);
-    const char *p3[] = {"ok\xE3", "\x80", "\x82" "E", "ND more"};
+    const char *p3[] = {"ok\xE3", "\x80", ("\x82" "E"), "ND more"};
     CHECK(run(m, p3, 4, out, sizeof out, steps) == 0 && strcmp(out, "ok") == 0);
     mf_stop_reset(m);
-    const char *p4[] = {"ok\xE3", "\x80", "\x82" "E", "X"};
+    const char *p4[] = {"ok\xE3", "\x80", ("\x82" "E"), "X"};
     CHECK(run(m, p4, 4, out, sizeof out, steps) == -1 && strcmp(out, "ok\xE3\x80\x82" "EX") == 0);
     mf_stop_free(m);
 }

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <strings.h>
 
+/* A type minfer only knows the size of (its functions NULL). */
+#define SIZE_ONLY(nm, blck, size, quantized) {.name = nm, .blck_size = blck, .type_size = size, .is_quantized = quantized}
+
 /* Columns: name, values per block, bytes per block, quantized?, dequantize, quantize, vec_dot,
  * vec_dot_type. For Q8_0, Q8_1 and Q8_K `quantize` is the activation quantizer (llama.cpp's x86 CPU
  * semantics); mf_quant_file_quantizer gives the one for writing model files. */
@@ -38,28 +41,29 @@ static const mf_type_traits traits[MF_TYPE_COUNT] = {
                       mf_quant_dot_q6_K_q8_K, MF_TYPE_Q8_K},
     [MF_TYPE_Q8_K] = {"Q8_K", MF_QK_K, sizeof(mf_block_q8_K), true, mf_quant_dequant_q8_K, mf_quant_quantize_q8_K_act,
                       NULL, MF_TYPE_Q8_K},
-    [MF_TYPE_IQ2_XXS] = {"IQ2_XXS", MF_QK_K, 66, true},
-    [MF_TYPE_IQ2_XS] = {"IQ2_XS", MF_QK_K, 74, true},
-    [MF_TYPE_IQ3_XXS] = {"IQ3_XXS", MF_QK_K, 98, true},
-    [MF_TYPE_IQ1_S] = {"IQ1_S", MF_QK_K, 50, true},
+    [MF_TYPE_IQ2_XXS] = SIZE_ONLY("IQ2_XXS", MF_QK_K, 66, true),
+    [MF_TYPE_IQ2_XS] = SIZE_ONLY("IQ2_XS", MF_QK_K, 74, true),
+    [MF_TYPE_IQ3_XXS] = SIZE_ONLY("IQ3_XXS", MF_QK_K, 98, true),
+    [MF_TYPE_IQ1_S] = SIZE_ONLY("IQ1_S", MF_QK_K, 50, true),
     [MF_TYPE_IQ4_NL] = {"IQ4_NL", 32, sizeof(mf_block_iq4_nl), true, mf_quant_dequant_iq4_nl, NULL,
                         mf_quant_dot_iq4_nl_q8_0, MF_TYPE_Q8_0},
-    [MF_TYPE_IQ3_S] = {"IQ3_S", MF_QK_K, 110, true},
-    [MF_TYPE_IQ2_S] = {"IQ2_S", MF_QK_K, 82, true},
+    [MF_TYPE_IQ3_S] = SIZE_ONLY("IQ3_S", MF_QK_K, 110, true),
+    [MF_TYPE_IQ2_S] = SIZE_ONLY("IQ2_S", MF_QK_K, 82, true),
     [MF_TYPE_IQ4_XS] = {"IQ4_XS", MF_QK_K, sizeof(mf_block_iq4_xs), true, mf_quant_dequant_iq4_xs, NULL,
                         mf_quant_dot_iq4_xs_q8_K, MF_TYPE_Q8_K},
-    [MF_TYPE_I8] = {"I8", 1, 1, false},
-    [MF_TYPE_I16] = {"I16", 1, 2, false},
-    [MF_TYPE_I32] = {"I32", 1, 4, false},
-    [MF_TYPE_I64] = {"I64", 1, 8, false},
-    [MF_TYPE_F64] = {"F64", 1, 8, false},
-    [MF_TYPE_IQ1_M] = {"IQ1_M", MF_QK_K, 56, true},
+    [MF_TYPE_I8] = SIZE_ONLY("I8", 1, 1, false),
+    [MF_TYPE_I16] = SIZE_ONLY("I16", 1, 2, false),
+    [MF_TYPE_I32] = SIZE_ONLY("I32", 1, 4, false),
+    [MF_TYPE_I64] = SIZE_ONLY("I64", 1, 8, false),
+    [MF_TYPE_F64] = SIZE_ONLY("F64", 1, 8, false),
+    [MF_TYPE_IQ1_M] = SIZE_ONLY("IQ1_M", MF_QK_K, 56, true),
     [MF_TYPE_BF16] = {"BF16", 1, 2, false, mf_quant_dequant_bf16, mf_quant_quantize_bf16, mf_quant_dot_bf16_bf16,
                       MF_TYPE_BF16},
-    [MF_TYPE_TQ1_0] = {"TQ1_0", MF_QK_K, 54, true},
-    [MF_TYPE_TQ2_0] = {"TQ2_0", MF_QK_K, 66, true},
-    [MF_TYPE_MXFP4] = {"MXFP4", 32, 17, true},
+    [MF_TYPE_TQ1_0] = SIZE_ONLY("TQ1_0", MF_QK_K, 54, true),
+    [MF_TYPE_TQ2_0] = SIZE_ONLY("TQ2_0", MF_QK_K, 66, true),
+    [MF_TYPE_MXFP4] = SIZE_ONLY("MXFP4", 32, 17, true),
 };
+#undef SIZE_ONLY
 
 static const mf_type_traits no_traits = {0};
 

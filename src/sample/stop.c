@@ -194,7 +194,8 @@ bool mf_stop_is_eog_text(const char *text, size_t len) {
     static const char *const eog[] = {
         "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
         "<EOT>", "_<EOT>", "<|return|>", "<|call|>", "<end_of_utterance>", "</s>",
-        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", /* DeepSeek's <｜end▁of▁sentence｜> */
+        /* DeepSeek's <｜end▁of▁sentence｜>, split where a hex escape ends (the parentheses tell clang so) */
+        ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(eog); i++)
         if (strlen(eog[i]) == len && !memcmp(eog[i], text, len)) return true;

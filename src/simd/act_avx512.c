@@ -63,8 +63,10 @@ static inline unsigned q8_blocks4(const float *x, int nb, int8_t *qs, size_t str
     *d = _mm512_div_ps(amax, _mm512_set1_ps(127.f));
     __m512i p[2];
     for (int h = 0; h < 2; h++) {
-        const __m512 id0 = _mm512_shuffle_f32x4(id, id, h ? 0xAA : 0x00);
-        const __m512 id1 = _mm512_shuffle_f32x4(id, id, h ? 0xFF : 0x55);
+        /* id's 128-bit lanes 2h and 2h + 1 broadcast; two calls, as the immediate must be a constant
+         * before inlining for clang */
+        const __m512 id0 = h ? _mm512_shuffle_f32x4(id, id, 0xAA) : _mm512_shuffle_f32x4(id, id, 0x00);
+        const __m512 id1 = h ? _mm512_shuffle_f32x4(id, id, 0xFF) : _mm512_shuffle_f32x4(id, id, 0x55);
         p[h] = pack64_i8(_mm512_cvtps_epi32(_mm512_mul_ps(v[4 * h], id0)),
                          _mm512_cvtps_epi32(_mm512_mul_ps(v[4 * h + 1], id0)),
                          _mm512_cvtps_epi32(_mm512_mul_ps(v[4 * h + 2], id1)),
