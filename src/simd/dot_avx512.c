@@ -92,9 +92,26 @@ static inline __m512i b32_pair_sum(int kind, const uint8_t *b, size_t bs, __m512
     return _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(v), _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), zero, y));
 }
 
+/* Blocks i .. nb-1 (at most three) of a row added to sum one at a time, each as a pair of the
+ * block with itself whose second half meets zero activations. The dot and the tile both end with
+ * this, so their results agree bit for bit. */
+static inline float b32_tail(int kind, float sum, int64_t i, int64_t nb, const uint8_t *w, size_t bs, const uint8_t *a) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    for (; i < nb; i++) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m512i y = _mm512_zextsi256_si512(mf_x86_load(ab + qoff));
+        const int s = _mm512_reduce_add_epi32(b32_pair_sum(kind, wb, 0, y));
+        uint16_t dw, da, mw, sa;
+        memcpy(&dw, wb, 2), memcpy(&da, ab, 2), memcpy(&mw, wb + 2, 2), memcpy(&sa, ab + 2, 2);
+        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)s;
+        if (mins) sum += mf_x86_h2f(mw) * mf_x86_h2f(sa);
+    }
+    return sum;
+}
+
 /* One row: four blocks per step (two registers), their d_w * d_a converted together; Q4_1/Q5_1 add
- * m_w * s_a per block (s_a = d_a * sum(a)). The last 0..3 blocks go one at a time, as a pair of the
- * block with itself whose second half meets zero activations. */
+ * m_w * s_a per block (s_a = d_a * sum(a)); then the last 0..3 blocks (b32_tail). */
 static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
@@ -112,17 +129,7 @@ static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
         acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
         if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, (int)(bs / 2)), cvt4_h(ab + 2, (int)(as / 2)), accm);
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + mf_x86_hsum4(accm);
-    for (; i < nb; i++) {
-        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
-        const __m512i y = _mm512_zextsi256_si512(mf_x86_load(ab + qoff));
-        const int s = _mm512_reduce_add_epi32(b32_pair_sum(kind, wb, 0, y));
-        uint16_t dw, da, mw, sa;
-        memcpy(&dw, wb, 2), memcpy(&da, ab, 2), memcpy(&mw, wb + 2, 2), memcpy(&sa, ab + 2, 2);
-        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)s;
-        if (mins) sum += mf_x86_h2f(mw) * mf_x86_h2f(sa);
-    }
-    return sum;
+    return b32_tail(kind, _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + mf_x86_hsum4(accm), i, nb, w, bs, a);
 }
 
 static float dot_q4_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
@@ -134,11 +141,12 @@ static float dot_q8_0_q8_0(int64_t n, const void *w, const void *a) { return dot
 /* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows -----------------
  * Four blocks at a time: the weights are unpacked once into two registers of magnitudes |v| and
  * sign masks (signed kinds; each activation row gets v's signs before vpdpbusd), and the four
- * weight scales are converted once. */
+ * weight scales are converted once. Each output takes the dot's float steps (the integer sums are
+ * exact either way), so it equals dot_b32's result bit for bit. */
 #define NC MF_SIMD_GEMM_NC
 
 static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
-                            float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
+                            float *out, size_t out_stride) {
     const bool sign = kind == B32_Q4_0 || kind == B32_Q5_0 || kind == B32_Q8_0;
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
@@ -170,27 +178,26 @@ static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
         }
     }
     for (int c = 0; c < nc; c++) {
-        float r = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c])) + mf_x86_hsum4(accm[c]);
-        if (n4 < nb) r += tail_dot((nb - n4) * 32, w + (size_t)n4 * bs, a + (size_t)c * a_stride + (size_t)n4 * as);
-        out[(size_t)c * out_stride] = r;
+        const float r = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c])) + mf_x86_hsum4(accm[c]);
+        out[(size_t)c * out_stride] = b32_tail(kind, r, n4, nb, w, bs, (const uint8_t *)a + (size_t)c * a_stride);
     }
 }
 
 /* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
-#define TILE_GEMM(name, kind, wtype, dot)                                                             \
+#define TILE_GEMM(name, kind, wtype)                                                                  \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
                 tile_b32(kind, n, (const uint8_t *)w + (size_t)r * w_stride, sizeof(wtype),           \
                          (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),      \
-                         out + (size_t)c0 * out_stride + (size_t)r, out_stride, dot);                 \
+                         out + (size_t)c0 * out_stride + (size_t)r, out_stride);                      \
     }
-TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0, dot_q4_0_q8_0)
-TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1, dot_q4_1_q8_1)
-TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0, dot_q5_0_q8_0)
-TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1, dot_q5_1_q8_1)
-TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0, dot_q8_0_q8_0)
+TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0)
+TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1)
+TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0)
+TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1)
+TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0)
 
 /* ---- float formats: 64 values per step in four accumulators, masked tail ---------------------- */
 
