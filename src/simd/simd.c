@@ -81,6 +81,7 @@ static void register_level(mf_simd_level level) {
     if (level == MF_SIMD_AVX512) {
         mf_simd_register_avx512(t);
         mf_simd_register_avx512_k(t);
+        mf_simd_register_avx512_float(t);
         mf_simd_register_avx512_act(t);
     }
 #elif defined(__aarch64__)
