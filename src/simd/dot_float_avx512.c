@@ -87,8 +87,8 @@ static float dot_bf16_bf16(int64_t n, const void *w, const void *a) { return fl_
  * Loop order: chunks of CN activation rows, blocks of RB weight rows, segments, tiles of RT weight
  * rows x CT activation rows. Buffers (f32, rows PSTRIDE floats apart: a cache line more than a
  * segment, so that a tile's rows do not share L1 sets):
- *   ap[c][k]  the chunk's activation rows over the segment, widened once per row block (266 KB, L2);
- *   wp[r][k]  a tile's RT weight rows over the segment, widened just before use (25 KB, L1);
+ *   ap[c][k]  the chunk's activation rows over the segment, widened once per row block (260 KB, L2);
+ *   wp[r][k]  a tile's RT weight rows over the segment, widened just before use (24 KB, L1);
  *   st[c][r]  the running S of every output of the block (16 floats each; 512 KB, L2), for rows of
  *             more than one segment;
  * so each weight is widened once per CN activation rows and each activation once per RB weight
