@@ -65,15 +65,21 @@ typedef struct {
     bool *known;  /* which of dots are computed */
 } ctx;
 
-/* One (nr, nc) case: the pools' first rows at padded strides and shifted starts (by the element
- * size, which every kernel must accept), against the dots of the packed pool rows (so neither the
+/* The alignment a row of type t may have: that of its blocks' fields (4 with a float or f32
+ * values, else 2), the largest of 4, 2, 1 that divides the block size. */
+static size_t block_align(mf_type t) {
+    const size_t s = mf_type_get_traits(t)->type_size;
+    return s % 4 == 0 ? 4 : s % 2 == 0 ? 2 : 1;
+}
+
+/* One (nr, nc) case: the pools' first rows at padded strides and shifted starts (by the blocks'
+ * alignment, which every kernel must accept), against the dots of the packed pool rows (so neither the
  * dot nor the gemm may depend on where a row lies); returns the number of mismatches. */
 static int check_case(const ctx *x, int nr, int nc, int variant) {
     const mf_type_traits *tr = mf_type_get_traits(x->t);
     const mf_type at = tr->vec_dot_type;
     const size_t wrow = mf_row_size(x->t, x->n), arow = mf_row_size(at, x->n);
-    const size_t we = tr->blck_size == 1 ? tr->type_size : 2;
-    const size_t ae = mf_type_get_traits(at)->blck_size == 1 ? mf_type_get_traits(at)->type_size : 2;
+    const size_t we = block_align(x->t), ae = block_align(at);
     const size_t ws = wrow + we * (size_t)(variant % 3 == 0 ? 0 : 1 + variant % 7);
     const size_t as = arow + ae * (size_t)(variant % 2 == 0 ? 0 : 3 + variant % 5);
     uint8_t *w = x->wbuf + we * (size_t)(variant % 4), *a = x->abuf + ae * (size_t)(variant % 3);
