@@ -88,8 +88,8 @@ static inline __m256 bcast(__m128 v, int k) {
  *                                                 as fast as four did, and fit the tile's registers)
  * and for Q4_1/Q5_1 accm = fma(m_w, s_a, accm) over the four blocks' lanes; at the end
  * hsum8(acc[0] + acc[1]) + hsum4(accm), then the last 0..3 blocks added one at a time (b32_tail). */
-static inline void b32_step(__m128 d, const __m256i s[4], __m256 acc[2]) {
-    for (int k = 0; k < 4; k++) acc[k / 2] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(s[k]), acc[k / 2]);
+static inline void b32_step(__m128 d, int k, __m256i s, __m256 acc[2]) {
+    acc[k / 2] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(s), acc[k / 2]);
 }
 
 static inline float b32_tail(int kind, float sum, int64_t i, int64_t nb, const uint8_t *w, size_t bs, const uint8_t *a) {
@@ -121,9 +121,8 @@ static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
     int64_t i = 0;
     for (; i + 3 < nb; i += 4) {
         const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
-        __m256i s[4];
-        for (int k = 0; k < 4; k++) s[k] = b32_block_sum(kind, wb + k * bs, mf_x86_load(ab + k * as + qoff));
-        b32_step(_mm_mul_ps(cvt4_h(wb, bs), cvt4_h(ab, as)), s, acc);
+        const __m128 d = _mm_mul_ps(cvt4_h(wb, bs), cvt4_h(ab, as));
+        for (int k = 0; k < 4; k++) b32_step(d, k, b32_block_sum(kind, wb + k * bs, mf_x86_load(ab + k * as + qoff)), acc);
         if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, bs), cvt4_h(ab + 2, as), accm);
     }
     return b32_tail(kind, mf_x86_hsum8(_mm256_add_ps(acc[0], acc[1])) + mf_x86_hsum4(accm), i, nb, w, bs, a);
@@ -159,13 +158,12 @@ static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
         const __m128 dw = cvt4_h(wb, bs), mw = mins ? cvt4_h(wb + 2, bs) : _mm_setzero_ps();
         for (int c = 0; c < nc; c++) {
             const uint8_t *ab = (const uint8_t *)(a + (size_t)c * a_stride) + (size_t)i * as;
-            __m256i sk[4];
+            const __m128 d = _mm_mul_ps(dw, cvt4_h(ab, as));
             for (int k = 0; k < 4; k++) {
                 __m256i y = mf_x86_load(ab + k * as + qoff);
                 if (sign) y = _mm256_sign_epi8(y, v[k]);
-                sk[k] = sum_u8_i8(u[k], y);
+                b32_step(d, k, sum_u8_i8(u[k], y), acc[c]);
             }
-            b32_step(_mm_mul_ps(dw, cvt4_h(ab, as)), sk, acc[c]);
             if (mins) accm[c] = _mm_fmadd_ps(mw, cvt4_h(ab + 2, as), accm[c]);
         }
     }
