@@ -1,10 +1,10 @@
 /* test_simd_float_gemm.c: the float multi-row entry (mf_simd_gemm_at for F32, F16, BF16) at every
  * level this CPU runs, on the shapes the matmul gives it and every tail around them: weight rows
- * 1..40 (one and several 16-row panels), activation rows 1..130 (the few-row path, full and partial
- * groups and chunks), lengths across the 16-value and 128-value blocks, padded strides and odd
- * addresses (the AVX-512 BF16 entry is the AVX512_BF16 one where the CPU has it). Each result
- * within a float summation bound of the exact dot (in double) of the same rounded values; nothing
- * outside the nr x nc block of out is written. */
+ * 1..40 (one and several tiles), activation rows 1..130 (full and partial tiles and 64-row
+ * chunks), lengths across the 16-value chunks and the 1,024-value segments, padded strides and odd
+ * addresses. Each result within a float summation bound of the exact dot (in double) of the same
+ * rounded values; nothing outside the nr x nc block of out is written. (That each result equals
+ * the level's dot bit for bit is test_simd_invariance's.) */
 #include "test.h"
 #include "simd/simd.h"
 #include "core/core.h"
@@ -76,8 +76,9 @@ static void test_shape(mf_simd_level lv, int ti, mf_type t, int64_t n, int nr, i
                 exact += (double)wr[i] * (double)ac[i];
                 mag += fabs((double)wr[i] * (double)ac[i]);
             }
-            /* chains of up to 64 products per block plus one add per block: 4e-6 * sum |w a| is
-             * far above the rounding seen with random signs, far below any wrong index or lane */
+            /* chains of at most 16 products per lane and segment, a few adds per segment: 4e-6 *
+             * sum |w a| is far above the rounding seen with random signs, far below any wrong
+             * index or lane */
             const double err = fabs((double)got - exact);
             if (mag > 0 && err / mag > worst_ratio[ti]) worst_ratio[ti] = err / mag;
             if (!(err <= 4e-6 * mag + 1e-30) && bad++ < 3)

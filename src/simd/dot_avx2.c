@@ -82,25 +82,19 @@ static inline __m256 bcast(__m128 v, int k) {
     return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(k));
 }
 
-/* One row: four blocks per step, their scale products d_w * d_a converted together; Q4_1/Q5_1 add
- * m_w * s_a per block. */
-static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
+/* The float steps of one row, shared by the dot and the tile so that both give the same result bit
+ * for bit: per four blocks k = 0..3 with exact integer sums s_k and scale products d_k = d_w * d_a,
+ *   acc[k / 2] = fma(d_k, s_k, acc[k / 2])      (eight lanes each; two chains, which keep the dot
+ *                                                 as fast as four did, and fit the tile's registers)
+ * and for Q4_1/Q5_1 accm = fma(m_w, s_a, accm) over the four blocks' lanes; at the end
+ * hsum8(acc[0] + acc[1]) + hsum4(accm), then the last 0..3 blocks added one at a time (b32_tail). */
+static inline void b32_step(__m128 d, int k, __m256i s, __m256 acc[2]) {
+    acc[k / 2] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(s), acc[k / 2]);
+}
+
+static inline float b32_tail(int kind, float sum, int64_t i, int64_t nb, const uint8_t *w, size_t bs, const uint8_t *a) {
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
-    const int64_t nb = n / 32;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m128 accm = _mm_setzero_ps();
-    int64_t i = 0;
-    for (; i + 3 < nb; i += 4) {
-        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
-        const __m128 d = _mm_mul_ps(cvt4_h(wb, bs), cvt4_h(ab, as));
-        for (int k = 0; k < 4; k++) {
-            const __m256i s = b32_block_sum(kind, wb + k * bs, mf_x86_load(ab + k * as + qoff));
-            acc[k] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(s), acc[k]);
-        }
-        if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, bs), cvt4_h(ab + 2, as), accm);
-    }
-    float sum = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + mf_x86_hsum4(accm);
     for (; i < nb; i++) {
         const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
         uint16_t dw, da;
@@ -117,6 +111,23 @@ static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
     return sum;
 }
 
+/* One row: four blocks per step, their scale products converted together (b32_step). */
+static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    const int64_t nb = n / 32;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 accm = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 3 < nb; i += 4) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m128 d = _mm_mul_ps(cvt4_h(wb, bs), cvt4_h(ab, as));
+        for (int k = 0; k < 4; k++) b32_step(d, k, b32_block_sum(kind, wb + k * bs, mf_x86_load(ab + k * as + qoff)), acc);
+        if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, bs), cvt4_h(ab + 2, as), accm);
+    }
+    return b32_tail(kind, mf_x86_hsum8(_mm256_add_ps(acc[0], acc[1])) + mf_x86_hsum4(accm), i, nb, w, bs, a);
+}
+
 static float dot_q4_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
 static float dot_q4_1_q8_1(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_1, n, w, sizeof(mf_block_q4_1), a); }
 static float dot_q5_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q5_0, n, w, sizeof(mf_block_q5_0), a); }
@@ -125,17 +136,18 @@ static float dot_q8_0_q8_0(int64_t n, const void *w, const void *a) { return dot
 
 /* ---- multi-row tiles: one weight row against up to MF_SIMD_GEMM_NC activation rows ----------
  * Four blocks per step: the weights are unpacked once (signed kinds as |v| plus v kept for its
- * signs, applied to each activation row with sign_epi8) and their scales converted once. */
+ * signs, applied to each activation row with sign_epi8) and their scales converted once. The
+ * float steps are the dot's (b32_step, b32_tail), so each result equals dot_b32's bit for bit. */
 #define NC MF_SIMD_GEMM_NC
 
 static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
-                            float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
+                            float *out, size_t out_stride) {
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1, sign = b32_signed(kind);
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
     const int64_t nb = n / 32, n4 = nb / 4 * 4;
-    __m256 acc[NC];
+    __m256 acc[NC][2];
     __m128 accm[NC];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
+    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps(), accm[c] = _mm_setzero_ps();
     for (int64_t i = 0; i < n4; i += 4) {
         const uint8_t *wb = w + (size_t)i * bs;
         __m256i v[4], u[4];
@@ -150,33 +162,32 @@ static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
             for (int k = 0; k < 4; k++) {
                 __m256i y = mf_x86_load(ab + k * as + qoff);
                 if (sign) y = _mm256_sign_epi8(y, v[k]);
-                acc[c] = _mm256_fmadd_ps(bcast(d, k), _mm256_cvtepi32_ps(sum_u8_i8(u[k], y)), acc[c]);
+                b32_step(d, k, sum_u8_i8(u[k], y), acc[c]);
             }
             if (mins) accm[c] = _mm_fmadd_ps(mw, cvt4_h(ab + 2, as), accm[c]);
         }
     }
     for (int c = 0; c < nc; c++) {
-        float r = mf_x86_hsum8(acc[c]) + mf_x86_hsum4(accm[c]);
-        if (n4 < nb) r += tail_dot((nb - n4) * 32, w + (size_t)n4 * bs, a + (size_t)c * a_stride + (size_t)n4 * as);
-        out[(size_t)c * out_stride] = r;
+        const float r = mf_x86_hsum8(_mm256_add_ps(acc[c][0], acc[c][1])) + mf_x86_hsum4(accm[c]);
+        out[(size_t)c * out_stride] = b32_tail(kind, r, n4, nb, w, bs, (const uint8_t *)a + (size_t)c * a_stride);
     }
 }
 
 /* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
-#define TILE_GEMM(name, kind, wtype, dot)                                                             \
+#define TILE_GEMM(name, kind, wtype)                                                                  \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
                 tile_b32(kind, n, (const uint8_t *)w + (size_t)r * w_stride, sizeof(wtype),           \
                          (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),      \
-                         out + (size_t)c0 * out_stride + (size_t)r, out_stride, dot);                 \
+                         out + (size_t)c0 * out_stride + (size_t)r, out_stride);                      \
     }
-TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0, dot_q4_0_q8_0)
-TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1, dot_q4_1_q8_1)
-TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0, dot_q5_0_q8_0)
-TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1, dot_q5_1_q8_1)
-TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0, dot_q8_0_q8_0)
+TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0)
+TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1)
+TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0)
+TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1)
+TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0)
 
 /* ---- float formats: any n, 32 values per step in four accumulators, scalar tail ---------------- */
 

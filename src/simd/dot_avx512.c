@@ -1,8 +1,8 @@
-/* dot_avx512.c: AVX-512 (F/BW/DQ/VL + VNNI) dot products of the 32-value block formats and the
- * float formats, and their multi-row tiles (the float ones a packed-panel GEMM, with AVX512_BF16
- * for BF16 where the CPU has it). Two blocks share one 512-bit register: values of block i in bytes 0..31, block
- * i+1 in bytes 32..63; vpdpbusd (u8 x s8, four products summed into each i32 lane) gives each
- * block's integer sum in eight i32 lanes, which are scaled by that block's d_w * d_a.
+/* dot_avx512.c: AVX-512 (F/BW/DQ/VL + VNNI) dot products of the 32-value block formats and their
+ * multi-row tiles (the float formats are in dot_float_avx512.c). Two blocks share one 512-bit
+ * register: values of block i in bytes 0..31, block i+1 in bytes 32..63; vpdpbusd (u8 x s8, four
+ * products summed into each i32 lane) gives each block's integer sum in eight i32 lanes, which are
+ * scaled by that block's d_w * d_a.
  * Activations come from the activation quantizers and lie in [-127, 127]. */
 #include "simd/simd_kernels.h"
 #include "simd/x86_common.h"
@@ -92,9 +92,26 @@ static inline __m512i b32_pair_sum(int kind, const uint8_t *b, size_t bs, __m512
     return _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(v), _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), zero, y));
 }
 
+/* Blocks i .. nb-1 (at most three) of a row added to sum one at a time, each as a pair of the
+ * block with itself whose second half meets zero activations. The dot and the tile both end with
+ * this, so their results agree bit for bit. */
+static inline float b32_tail(int kind, float sum, int64_t i, int64_t nb, const uint8_t *w, size_t bs, const uint8_t *a) {
+    const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
+    const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
+    for (; i < nb; i++) {
+        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
+        const __m512i y = _mm512_zextsi256_si512(mf_x86_load(ab + qoff));
+        const int s = _mm512_reduce_add_epi32(b32_pair_sum(kind, wb, 0, y));
+        uint16_t dw, da, mw, sa;
+        memcpy(&dw, wb, 2), memcpy(&da, ab, 2), memcpy(&mw, wb + 2, 2), memcpy(&sa, ab + 2, 2);
+        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)s;
+        if (mins) sum += mf_x86_h2f(mw) * mf_x86_h2f(sa);
+    }
+    return sum;
+}
+
 /* One row: four blocks per step (two registers), their d_w * d_a converted together; Q4_1/Q5_1 add
- * m_w * s_a per block (s_a = d_a * sum(a)). The last 0..3 blocks go one at a time, as a pair of the
- * block with itself whose second half meets zero activations. */
+ * m_w * s_a per block (s_a = d_a * sum(a)); then the last 0..3 blocks (b32_tail). */
 static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const uint8_t *a) {
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0), qoff = as - 32;
@@ -112,17 +129,7 @@ static inline float dot_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
         acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s1), acc1);
         if (mins) accm = _mm_fmadd_ps(cvt4_h(wb + 2, (int)(bs / 2)), cvt4_h(ab + 2, (int)(as / 2)), accm);
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + mf_x86_hsum4(accm);
-    for (; i < nb; i++) {
-        const uint8_t *wb = w + (size_t)i * bs, *ab = a + (size_t)i * as;
-        const __m512i y = _mm512_zextsi256_si512(mf_x86_load(ab + qoff));
-        const int s = _mm512_reduce_add_epi32(b32_pair_sum(kind, wb, 0, y));
-        uint16_t dw, da, mw, sa;
-        memcpy(&dw, wb, 2), memcpy(&da, ab, 2), memcpy(&mw, wb + 2, 2), memcpy(&sa, ab + 2, 2);
-        sum += mf_x86_h2f(dw) * mf_x86_h2f(da) * (float)s;
-        if (mins) sum += mf_x86_h2f(mw) * mf_x86_h2f(sa);
-    }
-    return sum;
+    return b32_tail(kind, _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + mf_x86_hsum4(accm), i, nb, w, bs, a);
 }
 
 static float dot_q4_0_q8_0(int64_t n, const void *w, const void *a) { return dot_b32(B32_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
@@ -134,11 +141,12 @@ static float dot_q8_0_q8_0(int64_t n, const void *w, const void *a) { return dot
 /* ---- multi-row tiles: one weight row, up to MF_SIMD_GEMM_NC activation rows -----------------
  * Four blocks at a time: the weights are unpacked once into two registers of magnitudes |v| and
  * sign masks (signed kinds; each activation row gets v's signs before vpdpbusd), and the four
- * weight scales are converted once. */
+ * weight scales are converted once. Each output takes the dot's float steps (the integer sums are
+ * exact either way), so it equals dot_b32's result bit for bit. */
 #define NC MF_SIMD_GEMM_NC
 
 static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, const char *a, size_t a_stride, int nc,
-                            float *out, size_t out_stride, mf_vec_dot_fn tail_dot) {
+                            float *out, size_t out_stride) {
     const bool sign = kind == B32_Q4_0 || kind == B32_Q5_0 || kind == B32_Q8_0;
     const bool mins = kind == B32_Q4_1 || kind == B32_Q5_1;
     const size_t as = mins ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
@@ -170,381 +178,26 @@ static inline void tile_b32(int kind, int64_t n, const uint8_t *w, size_t bs, co
         }
     }
     for (int c = 0; c < nc; c++) {
-        float r = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c])) + mf_x86_hsum4(accm[c]);
-        if (n4 < nb) r += tail_dot((nb - n4) * 32, w + (size_t)n4 * bs, a + (size_t)c * a_stride + (size_t)n4 * as);
-        out[(size_t)c * out_stride] = r;
+        const float r = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c])) + mf_x86_hsum4(accm[c]);
+        out[(size_t)c * out_stride] = b32_tail(kind, r, n4, nb, w, bs, (const uint8_t *)a + (size_t)c * a_stride);
     }
 }
 
 /* rows outer, groups of NC activation rows inner, so each weight row is read from memory once */
-#define TILE_GEMM(name, kind, wtype, dot)                                                             \
+#define TILE_GEMM(name, kind, wtype)                                                                  \
     static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
                      size_t a_stride, float *out, size_t out_stride) {                                \
         for (int r = 0; r < nr; r++)                                                                  \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
                 tile_b32(kind, n, (const uint8_t *)w + (size_t)r * w_stride, sizeof(wtype),           \
                          (const char *)a + (size_t)c0 * a_stride, a_stride, MF_MIN(NC, nc - c0),      \
-                         out + (size_t)c0 * out_stride + (size_t)r, out_stride, dot);                 \
+                         out + (size_t)c0 * out_stride + (size_t)r, out_stride);                      \
     }
-TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0, dot_q4_0_q8_0)
-TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1, dot_q4_1_q8_1)
-TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0, dot_q5_0_q8_0)
-TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1, dot_q5_1_q8_1)
-TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0, dot_q8_0_q8_0)
-
-/* ---- float formats: 64 values per step in four accumulators, masked tail ---------------------- */
-
-static inline __m512 load_f16x16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-static inline __m512 load_bf16x16(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-static inline __m512 maskload_f16x16(const uint16_t *p, __mmask16 k) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
-}
-static inline __m512 maskload_bf16x16(const uint16_t *p, __mmask16 k) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
-}
-
-#define FLOAT_DOT(name, T, LOAD, MASKLOAD)                                                             \
-    static float name(int64_t n, const void *vw, const void *va) {                                     \
-        const T *w = vw, *a = va;                                                                      \
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
-        int64_t i = 0;                                                                                 \
-        for (; i + 64 <= n; i += 64)                                                                   \
-            for (int k = 0; k < 4; k++)                                                                \
-                acc[k] = _mm512_fmadd_ps(LOAD(w + i + 16 * k), LOAD(a + i + 16 * k), acc[k]);          \
-        for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(LOAD(w + i), LOAD(a + i), acc[0]);       \
-        if (i < n) {                                                                                   \
-            const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                      \
-            acc[1] = _mm512_fmadd_ps(MASKLOAD(w + i, k), MASKLOAD(a + i, k), acc[1]);                  \
-        }                                                                                              \
-        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))); \
-    }
-#define LOAD_F32(p) _mm512_loadu_ps(p)
-#define MASKLOAD_F32(p, k) _mm512_maskz_loadu_ps(k, p)
-FLOAT_DOT(dot_f32_f32, float, LOAD_F32, MASKLOAD_F32)
-FLOAT_DOT(dot_f16_f16, uint16_t, load_f16x16, maskload_f16x16)
-FLOAT_DOT(dot_bf16_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
-
-/* Row tiles for a few activation rows: each 32 weights are loaded (and widened) once and multiplied
- * into every activation row's two accumulators; the tail is masked as in the dots. */
-#define FLOAT_TILE(name, T, LOAD, MASKLOAD)                                                            \
-    static void name(int64_t n, const T *w, const char *a, size_t a_stride, int nc, float *out, size_t out_stride) { \
-        __m512 acc[NC][2];                                                                             \
-        for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();                      \
-        int64_t i = 0;                                                                                 \
-        for (; i + 32 <= n; i += 32) {                                                                 \
-            const __m512 w0 = LOAD(w + i), w1 = LOAD(w + i + 16);                                      \
-            for (int c = 0; c < nc; c++) {                                                             \
-                const T *ac = (const T *)(a + (size_t)c * a_stride) + i;                               \
-                acc[c][0] = _mm512_fmadd_ps(w0, LOAD(ac), acc[c][0]);                                  \
-                acc[c][1] = _mm512_fmadd_ps(w1, LOAD(ac + 16), acc[c][1]);                             \
-            }                                                                                          \
-        }                                                                                              \
-        for (; i < n; i += 16) {                                                                       \
-            const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
-            const __m512 w0 = MASKLOAD(w + i, k);                                                      \
-            for (int c = 0; c < nc; c++)                                                               \
-                acc[c][0] = _mm512_fmadd_ps(w0, MASKLOAD((const T *)(a + (size_t)c * a_stride) + i, k), acc[c][0]); \
-        }                                                                                              \
-        for (int c = 0; c < nc; c++)                                                                   \
-            out[(size_t)c * out_stride] = _mm512_reduce_add_ps(_mm512_add_ps(acc[c][0], acc[c][1]));   \
-    }
-FLOAT_TILE(tile_f32, float, LOAD_F32, MASKLOAD_F32)
-FLOAT_TILE(tile_f16, uint16_t, load_f16x16, maskload_f16x16)
-FLOAT_TILE(tile_bf16, uint16_t, load_bf16x16, maskload_bf16x16)
-
-/* ---- float GEMM: outer products on a packed weight panel ------------------------------------
- * Output tile: 16 weight rows x FT activation rows, in two registers per activation row (rows 0-7,
- * rows 8-15) whose lanes are (row, k parity): lane 2i+e sums row i's products over k = e mod 2. Per
- * block of up to FKB values of k:
- *   ap[c][k]  (f32, FKB floats per activation row): up to FNC activation rows widened once (32 KB);
- *   wp[p][h][2i+e] (f32, 128 bytes per pair p of k values): weight row 8h+i at k = 2p+e, i.e. a
- *             panel's 16 rows widened and transposed in 64-bit pairs; rows >= nr zero, k padded to
- *             a multiple of 16 with zeros (8 KB);
- * then per pair of k two weight-register loads, and per activation row one 64-bit broadcast of
- * (a[2p], a[2p+1]) and two fmas (fewer loads per fma than a 32-bit broadcast per k, and half the
- * transposing). Each block's sums start at zero and are added to out, so a sum is two chains of at
- * most FKB / 2 products plus one add per block. The buffers live on the stack (40 KB): 256-value
- * blocks were not clearly faster and would double that. */
-enum { FT = 12, FNC = 64, FKB = 128, FL_F32 = 0, FL_F16 = 1, FL_BF16 = 2 };
-
-/* 16 values of a float row from index i, lanes outside mask m zero (and not read) */
-static inline __m512 fl_load(int kind, const void *p, int64_t i, __mmask16 m) {
-    if (kind == FL_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (kind == FL_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* Eight rows of 16 floats, seen as eight 64-bit pairs each (pair p = values 2p, 2p+1): r[i].pair[p]
- * -> r[p].pair[i]. Pair unpacks of rows 2q, 2q+1 put pair 2l+e of both in 128-bit lane l of
- * t[2q+e]; 128-bit lanes then gather pair 2l+e from t[e], t[2+e], t[4+e], t[6+e]. */
-static inline void transpose8x2(__m512 r[8]) {
-    __m512d t[8];
-    for (int q = 0; q < 4; q++) {
-        const __m512d x = _mm512_castps_pd(r[2 * q]), y = _mm512_castps_pd(r[2 * q + 1]);
-        t[2 * q] = _mm512_unpacklo_pd(x, y);
-        t[2 * q + 1] = _mm512_unpackhi_pd(x, y);
-    }
-    for (int e = 0; e < 2; e++) {
-        const __m512d u1 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0x44), u2 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0xEE);
-        const __m512d v1 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0x44), v2 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0xEE);
-        r[e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u1, v1, 0x88));
-        r[2 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u1, v1, 0xDD));
-        r[4 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u2, v2, 0x88));
-        r[6 + e] = _mm512_castpd_ps(_mm512_shuffle_f64x2(u2, v2, 0xDD));
-    }
-}
-
-static inline __mmask16 mask16(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
-
-/* Fetch values k0 .. k0+kb-1 of nrows rows into L2 (prefetches never fault, so any k0 is fine). */
-static inline void fl_prefetch(int kind, const char *p, size_t stride, int nrows, int64_t k0, int kb) {
-    const size_t es = kind == FL_F32 ? 4 : 2;
-    for (int i = 0; i < nrows; i++)
-        for (size_t off = (size_t)k0 * es; off < (size_t)(k0 + kb) * es; off += 64) _mm_prefetch(p + (size_t)i * stride + off, _MM_HINT_T1);
-}
-
-/* wp <- weights k0 .. k0+kb-1 of nr <= 16 rows in the pair layout (see above) */
-static inline void pack_w(int kind, const char *w, size_t w_stride, int nr, int64_t k0, int kb, float *wp) {
-    for (int kk = 0; kk < kb; kk += 16) {
-        const __mmask16 m = mask16(kb - kk);
-        for (int h = 0; h < 2; h++) {
-            __m512 r[8];
-            for (int i = 0; i < 8; i++)
-                r[i] = 8 * h + i < nr ? fl_load(kind, w + (size_t)(8 * h + i) * w_stride, k0 + kk, m) : _mm512_setzero_ps();
-            transpose8x2(r);
-            for (int p = 0; p < 8; p++) _mm512_store_ps(wp + (size_t)(kk / 2 + p) * 32 + 16 * h, r[p]);
-        }
-    }
-}
-
-/* ap <- activations k0 .. k0+kb-1 of nc rows, as ap[c][k] with FKB floats per row */
-static inline void pack_a(int kind, const char *a, size_t a_stride, int nc, int64_t k0, int kb, float *ap) {
-    for (int c = 0; c < nc; c++)
-        for (int kk = 0; kk < kb; kk += 16)
-            _mm512_store_ps(ap + (size_t)c * FKB + kk, fl_load(kind, a + (size_t)c * a_stride, k0 + kk, mask16(kb - kk)));
-}
-
-/* out[c][0..15] (+)= sum_k w[k][.] * ap[c][k] for c < T, rows outside mask rows untouched. acc
- * lane 2i+e of lo[c] (hi[c]) sums row i (8+i) over k = e mod 2; even and odd lanes are added at the
- * end, which puts row r in lane r. */
-static inline __attribute__((always_inline)) void fl_tile(int T, int kb, const float *wp, const float *ap, bool first,
-                                                          float *out, size_t out_stride, __mmask16 rows) {
-    __m512 lo[FT], hi[FT];
-#pragma GCC unroll 16
-    for (int c = 0; c < T; c++) lo[c] = hi[c] = _mm512_setzero_ps();
-    for (int p = 0; p < (kb + 1) / 2; p++) {
-        const __m512 wl = _mm512_load_ps(wp + (size_t)p * 32), wh = _mm512_load_ps(wp + (size_t)p * 32 + 16);
-#pragma GCC unroll 16
-        for (int c = 0; c < T; c++) {
-            double pair;
-            memcpy(&pair, ap + c * FKB + 2 * p, sizeof pair);
-            const __m512 x = _mm512_castpd_ps(_mm512_set1_pd(pair));
-            lo[c] = _mm512_fmadd_ps(wl, x, lo[c]);
-            hi[c] = _mm512_fmadd_ps(wh, x, hi[c]);
-        }
-    }
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-#pragma GCC unroll 16
-    for (int c = 0; c < T; c++) {
-        float *o = out + (size_t)c * out_stride;
-        __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(lo[c], even, hi[c]), _mm512_permutex2var_ps(lo[c], odd, hi[c]));
-        if (!first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, o));
-        _mm512_mask_storeu_ps(o, rows, v);
-    }
-}
-
-typedef void (*fl_tile_fn)(int kb, const float *wp, const float *ap, bool first, float *out, size_t out_stride,
-                           __mmask16 rows);
-#define FL_TILE(T)                                                                                      \
-    static void fl_tile_##T(int kb, const float *wp, const float *ap, bool first, float *out, size_t out_stride, \
-                            __mmask16 rows) {                                                           \
-        fl_tile(T, kb, wp, ap, first, out, out_stride, rows);                                           \
-    }
-FL_TILE(1) FL_TILE(2) FL_TILE(3) FL_TILE(4) FL_TILE(5) FL_TILE(6) FL_TILE(7) FL_TILE(8)
-FL_TILE(9) FL_TILE(10) FL_TILE(11) FL_TILE(12)
-static const fl_tile_fn fl_tiles[FT + 1] = {NULL,       fl_tile_1, fl_tile_2, fl_tile_3,  fl_tile_4,  fl_tile_5, fl_tile_6,
-                                            fl_tile_7,  fl_tile_8, fl_tile_9, fl_tile_10, fl_tile_11, fl_tile_12};
-
-/* Loop order: chunks of FNC activation rows, k-blocks, 16-row panels, groups of FT activation rows.
- * A chunk's block is widened once for all panels and each panel block packed once per chunk: at
- * 16 rows x 64 activation rows the two cost about a quarter of the time, so a caller passing more
- * rows per call spends less of it on the widening (64 rows: ~20% faster). The panel's weights,
- * read in short runs from 16 rows (from memory on a panel's first call), are prefetched a block
- * ahead; the same for the activations measured slower (they are mostly in cache already). */
-static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a,
-                    size_t a_stride, float *out, size_t out_stride) {
-    _Alignas(64) float wp[FKB * 16], ap[FNC * FKB];
-    for (int cc = 0; cc < nc; cc += FNC) {
-        const int cn = MF_MIN(FNC, nc - cc);
-        const char *ac = a + (size_t)cc * a_stride;
-        float *oc = out + (size_t)cc * out_stride;
-        for (int64_t k0 = 0; k0 < n; k0 += FKB) {
-            const int kb = (int)MF_MIN(FKB, n - k0);
-            pack_a(kind, ac, a_stride, cn, k0, kb, ap);
-            for (int r0 = 0; r0 < nr; r0 += 16) {
-                const int pr = MF_MIN(16, nr - r0);
-                const char *wr = w + (size_t)r0 * w_stride;
-                pack_w(kind, wr, w_stride, pr, k0, kb, wp);
-                if (k0 + FKB < n) fl_prefetch(kind, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
-                for (int c0 = 0; c0 < cn; c0 += FT)
-                    fl_tiles[MF_MIN(FT, cn - c0)](kb, wp, ap + (size_t)c0 * FKB, k0 == 0,
-                                                  oc + (size_t)c0 * out_stride + (size_t)r0, out_stride, mask16(pr));
-            }
-        }
-    }
-}
-
-/* ---- BF16 with AVX512_BF16: vdpbf16ps adds two bf16 products to each f32 lane -----------------
- * The products are exact in f32 and are added one at a time (denormal inputs and results flushed
- * to zero, far below any weight or activation), so the sums are those of the fma path in a
- * different order. The same tiles on bf16 pairs as 32-bit units, without widening:
- *   ab[c][k]  (bf16, FKB values per activation row): up to FNC activation rows copied (16 KB);
- *   wb[p][r]  (u32, 64 bytes per pair p of k values): the bf16 pair (k = 2p, 2p+1) of weight row r,
- *             transposed 16 x 16 pairs at a time; rows >= nr and k past the end zero (4 KB);
- * then per pair one weight-register load and BT vdpbf16ps with the activation pair broadcast from
- * memory. */
-#define BF_TARGET __attribute__((target("avx512bf16")))
-enum { BT = 16 };
-
-/* r[i][j] -> r[j][i]. Pairs of rows interleave (ps, then pd unpacks: register 4i+m then holds
- * column 4l+m of rows 4i..4i+3 in 128-bit lane l), then 128-bit lanes gather column c = 4l+m from
- * registers m, 4+m, 8+m, 12+m. */
-static inline void transpose16(__m512 r[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 8; i++) {
-        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        const __m512d x0 = _mm512_castps_pd(a[4 * i]), x1 = _mm512_castps_pd(a[4 * i + 1]);
-        const __m512d x2 = _mm512_castps_pd(a[4 * i + 2]), x3 = _mm512_castps_pd(a[4 * i + 3]);
-        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
-        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
-        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
-        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x1, x3));
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512 c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c2 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
-        const __m512 d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
-        const __m512 d2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
-        r[m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
-        r[4 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
-        r[8 + m] = _mm512_shuffle_f32x4(c2, d2, 0x88);
-        r[12 + m] = _mm512_shuffle_f32x4(c2, d2, 0xDD);
-    }
-}
-
-static inline __mmask32 mask32(int64_t left) { return left >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1); }
-
-static inline void bf_pack_w(const char *w, size_t w_stride, int nr, int64_t k0, int kb, uint32_t *wb) {
-    for (int kk = 0; kk < kb; kk += 32) {
-        const __mmask32 m = mask32(kb - kk);
-        __m512 r[16];
-        for (int i = 0; i < 16; i++)
-            r[i] = i < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(m, (const uint16_t *)(w + (size_t)i * w_stride) + k0 + kk))
-                          : _mm512_setzero_ps();
-        transpose16(r);
-        for (int p = 0; p < 16; p++) _mm512_store_ps(wb + (size_t)(kk / 2 + p) * 16, r[p]);
-    }
-}
-
-static inline void bf_pack_a(const char *a, size_t a_stride, int nc, int64_t k0, int kb, uint16_t *ab) {
-    for (int c = 0; c < nc; c++)
-        for (int kk = 0; kk < kb; kk += 32)
-            _mm512_store_si512(ab + (size_t)c * FKB + kk,
-                               _mm512_maskz_loadu_epi16(mask32(kb - kk), (const uint16_t *)(a + (size_t)c * a_stride) + k0 + kk));
-}
-
-static inline __attribute__((always_inline)) BF_TARGET void bf_tile(int T, int kb, const uint32_t *wb, const uint16_t *ab,
-                                                                    bool first, float *out, size_t out_stride, __mmask16 rows) {
-    __m512 acc[BT];
-#pragma GCC unroll 16
-    for (int c = 0; c < T; c++) acc[c] = _mm512_setzero_ps();
-    for (int p = 0; p < (kb + 1) / 2; p++) {
-        const __m512bh w = (__m512bh)_mm512_load_si512(wb + (size_t)p * 16);
-#pragma GCC unroll 16
-        for (int c = 0; c < T; c++) {
-            uint32_t x;
-            memcpy(&x, ab + c * FKB + 2 * p, sizeof x);
-            acc[c] = _mm512_dpbf16_ps(acc[c], w, (__m512bh)_mm512_set1_epi32((int)x));
-        }
-    }
-#pragma GCC unroll 16
-    for (int c = 0; c < T; c++) {
-        float *o = out + (size_t)c * out_stride;
-        if (!first) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(rows, o));
-        _mm512_mask_storeu_ps(o, rows, acc[c]);
-    }
-}
-
-typedef void (*bf_tile_fn)(int kb, const uint32_t *wb, const uint16_t *ab, bool first, float *out, size_t out_stride,
-                           __mmask16 rows);
-#define BF_TILE(T)                                                                                      \
-    static BF_TARGET void bf_tile_##T(int kb, const uint32_t *wb, const uint16_t *ab, bool first, float *out, \
-                                      size_t out_stride, __mmask16 rows) {                              \
-        bf_tile(T, kb, wb, ab, first, out, out_stride, rows);                                           \
-    }
-BF_TILE(1) BF_TILE(2) BF_TILE(3) BF_TILE(4) BF_TILE(5) BF_TILE(6) BF_TILE(7) BF_TILE(8)
-BF_TILE(9) BF_TILE(10) BF_TILE(11) BF_TILE(12) BF_TILE(13) BF_TILE(14) BF_TILE(15) BF_TILE(16)
-static const bf_tile_fn bf_tiles[BT + 1] = {NULL,       bf_tile_1,  bf_tile_2,  bf_tile_3,  bf_tile_4,  bf_tile_5,
-                                            bf_tile_6,  bf_tile_7,  bf_tile_8,  bf_tile_9,  bf_tile_10, bf_tile_11,
-                                            bf_tile_12, bf_tile_13, bf_tile_14, bf_tile_15, bf_tile_16};
-
-/* the loop order of fl_gemm */
-static void bf_gemm(int64_t n, int nr, int nc, const char *w, size_t w_stride, const char *a, size_t a_stride,
-                    float *out, size_t out_stride) {
-    _Alignas(64) uint32_t wb[FKB / 2 * 16];
-    _Alignas(64) uint16_t ab[FNC * FKB];
-    for (int cc = 0; cc < nc; cc += FNC) {
-        const int cn = MF_MIN(FNC, nc - cc);
-        const char *ac = a + (size_t)cc * a_stride;
-        float *oc = out + (size_t)cc * out_stride;
-        for (int64_t k0 = 0; k0 < n; k0 += FKB) {
-            const int kb = (int)MF_MIN(FKB, n - k0);
-            bf_pack_a(ac, a_stride, cn, k0, kb, ab);
-            for (int r0 = 0; r0 < nr; r0 += 16) {
-                const int pr = MF_MIN(16, nr - r0);
-                const char *wr = w + (size_t)r0 * w_stride;
-                bf_pack_w(wr, w_stride, pr, k0, kb, wb);
-                if (k0 + FKB < n) fl_prefetch(FL_BF16, wr, w_stride, pr, k0 + FKB, (int)MF_MIN(FKB, n - k0 - FKB));
-                for (int c0 = 0; c0 < cn; c0 += BT)
-                    bf_tiles[MF_MIN(BT, cn - c0)](kb, wb, ab + (size_t)c0 * FKB, k0 == 0,
-                                                  oc + (size_t)c0 * out_stride + (size_t)r0, out_stride, mask16(pr));
-            }
-        }
-    }
-}
-
-/* Under FL_MIN_NC activation rows the row tiles (widening each weight once per group of NC
- * activation rows costs less than packing the panel; measured crossover at 16 x 896: 5); else the
- * packed GEMM. */
-#define FLOAT_GEMM(name, tile, T, kind)                                                               \
-    static void name(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,        \
-                     size_t a_stride, float *out, size_t out_stride) {                                \
-        if (nc >= FL_MIN_NC) {                                                                        \
-            fl_gemm(kind, n, nr, nc, w, w_stride, a, a_stride, out, out_stride);                      \
-            return;                                                                                   \
-        }                                                                                             \
-        for (int r = 0; r < nr; r++)                                                                  \
-            for (int c0 = 0; c0 < nc; c0 += NC)                                                       \
-                tile(n, (const T *)((const char *)w + (size_t)r * w_stride), (const char *)a + (size_t)c0 * a_stride, \
-                     a_stride, MF_MIN(NC, nc - c0), out + (size_t)c0 * out_stride + (size_t)r, out_stride); \
-    }
-enum { FL_MIN_NC = 5 };
-FLOAT_GEMM(gemm_f32, tile_f32, float, FL_F32)
-FLOAT_GEMM(gemm_f16, tile_f16, uint16_t, FL_F16)
-FLOAT_GEMM(gemm_bf16, tile_bf16, uint16_t, FL_BF16)
-
-/* BF16 where the CPU has AVX512_BF16 (checked once, at registration) */
-static void gemm_bf16_dp(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a, size_t a_stride,
-                         float *out, size_t out_stride) {
-    if (nc < FL_MIN_NC) gemm_bf16(n, nr, nc, w, w_stride, a, a_stride, out, out_stride);
-    else bf_gemm(n, nr, nc, w, w_stride, a, a_stride, out, out_stride);
-}
+TILE_GEMM(gemm_q4_0, B32_Q4_0, mf_block_q4_0)
+TILE_GEMM(gemm_q4_1, B32_Q4_1, mf_block_q4_1)
+TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0)
+TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1)
+TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0)
 
 void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_0, Q8_0, dot_q4_0_q8_0, gemm_q4_0);
@@ -552,8 +205,4 @@ void mf_simd_register_avx512(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q5_0, Q8_0, dot_q5_0_q8_0, gemm_q5_0);
     MF_SIMD_SET_DOT(t, Q5_1, Q8_1, dot_q5_1_q8_1, gemm_q5_1);
     MF_SIMD_SET_DOT(t, Q8_0, Q8_0, dot_q8_0_q8_0, gemm_q8_0);
-    MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);
-    MF_SIMD_SET_DOT(t, F16, F16, dot_f16_f16, gemm_f16);
-    /* AVX512_BF16 (Zen 4 on, Cooper Lake, Sapphire Rapids on): twice the products per instruction */
-    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, mf_simd_detected_features()->avx512bf16 ? gemm_bf16_dp : gemm_bf16);
 }

@@ -82,6 +82,7 @@ static void register_level(mf_simd_level level) {
     if (level == MF_SIMD_AVX512) {
         mf_simd_register_avx512(t);
         mf_simd_register_avx512_k(t);
+        mf_simd_register_avx512_float(t);
         mf_simd_register_avx512_act(t);
     }
 #elif defined(__aarch64__)
@@ -93,8 +94,12 @@ static void register_level(mf_simd_level level) {
 
 static void init(void) {
     detect();
-    for (int l = 1; l < MF_SIMD_LEVEL_COUNT; l++)
-        if (supported[l]) register_level((mf_simd_level)l);
+    for (int l = 1; l < MF_SIMD_LEVEL_COUNT; l++) {
+        if (!supported[l]) continue;
+        register_level((mf_simd_level)l);
+        /* a level's tile function must be built on its own dot (the reference tiles are not) */
+        for (int t = 0; t < MF_TYPE_COUNT; t++) MF_ASSERT(!tables[l].vec_dot[t] || tables[l].gemm[t]);
+    }
     for (int l = MF_SIMD_LEVEL_COUNT - 1; l >= 0; l--) {
         if (supported[l]) {
             active = (mf_simd_level)l;
@@ -213,9 +218,10 @@ mf_quantize_fn mf_simd_quantize_row_at(mf_simd_level level, mf_type act_type) {
     return mf_type_get_traits(act_type)->quantize;
 }
 
-/* Reference tile functions: the traits' dot once per (row, column) pair. */
+/* Reference tile functions: the traits' dot once per (row, column) pair, so each result is that
+ * dot's bit for bit. */
 #define MF_SIMD_REF_TYPES(X) X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) \
-    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS)
 #define REF_GEMM(T)                                                                                  \
     static float ref_dot_##T(int64_t n, const void *w, const void *a) {                              \
         return mf_type_get_traits(MF_TYPE_##T)->vec_dot(n, w, a);                                    \

@@ -49,10 +49,13 @@ mf_quantize_fn mf_simd_quantize_row(mf_type act_type);
  *   a:   nc activation rows of type vec_dot_type, row c at (const char *)a + c * a_stride (bytes);
  *   out: out[c * out_stride + r] = dot(weight row r, activation row c)   (floats; token-major, as a
  *        matmul output [tokens][features] is laid out).
- * Any nr >= 1, nc >= 1 is valid; the kernel is fastest when nc is a multiple of MF_SIMD_GEMM_NC
- * (it walks the weight row once per group of that many activation rows). Each result equals what
- * mf_simd_vec_dot(t) gives for the same pair up to float summation order. Buffers must not overlap
- * out. Never NULL for a type whose mf_simd_vec_dot is not NULL. */
+ * Any nr >= 1, nc >= 1 is valid; the kernel is fastest when nc is a multiple of MF_SIMD_GEMM_NC.
+ * Each result equals what mf_simd_vec_dot(t) gives for the same pair, bit for bit, whatever nr,
+ * nc, the strides, the rows' addresses and the pair's place in the call: a token's matmul output
+ * does not depend on the batch it is computed in (tests/test_simd_invariance.c). The same holds
+ * per level for mf_simd_gemm_at and mf_simd_vec_dot_at. Buffers must not overlap out. Never NULL
+ * for a type whose mf_simd_vec_dot is not NULL; may allocate a per-thread scratch buffer on a
+ * thread's first call (freed when the thread exits). */
 #define MF_SIMD_GEMM_NC 4
 typedef void (*mf_gemm_fn)(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,
                            size_t a_stride, float *out, size_t out_stride);

@@ -26,6 +26,7 @@ void mf_simd_register_avx2_act(mf_simd_table *t);
 const mf_cpu_features *mf_simd_detected_features(void);
 void mf_simd_register_avx512(mf_simd_table *t);
 void mf_simd_register_avx512_k(mf_simd_table *t);
+void mf_simd_register_avx512_float(mf_simd_table *t);
 void mf_simd_register_avx512_act(mf_simd_table *t);
 void mf_simd_register_neon(mf_simd_table *t);
 
