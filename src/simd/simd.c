@@ -110,7 +110,6 @@ static void init(void) {
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
 
-const mf_cpu_features *mf_simd_detected_features(void) { return &features; }
 
 const mf_cpu_features *mf_simd_cpu_features(void) {
     ensure_init();

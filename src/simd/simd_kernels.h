@@ -21,9 +21,6 @@ typedef struct mf_simd_table {
 void mf_simd_register_avx2(mf_simd_table *t);
 void mf_simd_register_avx2_k(mf_simd_table *t);
 void mf_simd_register_avx2_act(mf_simd_table *t);
-/* The CPU's features for the register functions, which run inside the one-time initialisation
- * (after detection; mf_simd_cpu_features would wait on that initialisation itself). */
-const mf_cpu_features *mf_simd_detected_features(void);
 void mf_simd_register_avx512(mf_simd_table *t);
 void mf_simd_register_avx512_k(mf_simd_table *t);
 void mf_simd_register_avx512_float(mf_simd_table *t);
