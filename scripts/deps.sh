@@ -3,7 +3,7 @@
 # packages already present are not fetched again.
 set -euo pipefail
 
-apt_pkgs=(build-essential cmake pkg-config clang libjansson-dev unicode-data python3 python3-pip)
+apt_pkgs=(build-essential cmake pkg-config clang libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
