@@ -598,6 +598,12 @@ mf_status mf_http_queue(mf_http_request *r, int status, struct MHD_Response *res
     }
     for (size_t i = 0; i < r->n_headers; i++)
         ok &= MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value) == MHD_YES;
+    /* A client that half-closed after its request wants no more: MHD 0.9.75 (epoll) may have
+     * read that FIN with the request and keep the connection open until the timeout. */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd pf = {.fd = ci ? ci->connect_fd : -1, .events = POLLRDHUP};
+    if (pf.fd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)))
+        ok &= MHD_add_response_header(resp, "Connection", "close") == MHD_YES;
     ok = ok && MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES;
     MHD_destroy_response(resp);
     if (!ok) {
