@@ -454,6 +454,49 @@ static void test_guards(void) {
     free(r);
 }
 
+/* ---- connection limits and timeouts ---- */
+
+static void test_limits(void) {
+    mf_http_params p = mf_http_default_params();
+    p.n_threads = 2;
+    p.max_connections = 4;
+    p.connection_timeout_s = 1;
+    mf_http_server *s = start_server(p);
+    if (!s) return;
+    uint16_t port = mf_http_server_port(s);
+    resp *r = calloc(1, sizeof *r);
+    int idle[4];
+    for (int i = 0; i < 4; i++) idle[i] = dial(port);
+    usleep(200000); /* let the workers accept them */
+    /* A fifth waits in the listen queue (MHD stops accepting at the limit) until the idle ones are
+     * closed after connection_timeout_s. */
+    double t0 = mf_time_s();
+    CHECK(http_req(port, "GET", "/health", NULL, NULL, r) && r->status == 200);
+    double waited = mf_time_s() - t0;
+    CHECKF(waited > 0.5 && waited < 4, "the fifth connection waited %.2f s for a 1 s timeout", waited);
+    char b;
+    for (int i = 0; i < 4; i++) {
+        CHECK(idle[i] >= 0 && recv(idle[i], &b, 1, 0) == 0);
+        close(idle[i]);
+    }
+    t0 = mf_time_s();
+    CHECK(http_req(port, "GET", "/health", NULL, NULL, r) && r->status == 200 && mf_time_s() - t0 < 0.5);
+    /* A target longer than the connection's memory: MHD's 414. */
+    size_t n = 80000;
+    char *req = malloc(n + 64);
+    memcpy(req, "GET /", 5);
+    memset(req + 5, 'a', n);
+    snprintf(req + 5 + n, 59, " HTTP/1.1\r\nHost: t\r\n\r\n");
+    CHECK(http_raw(port, req, strlen(req), r) ? r->status == 414 : r->status == -1);
+    free(req);
+    mf_http_server_free(s);
+    p = mf_http_default_params();
+    p.n_threads = 8;
+    p.max_connections = 4;
+    CHECK(mf_http_server_create(&p, &s) == MF_ERR_ARG);
+    free(r);
+}
+
 /* ---- streams ---- */
 
 /* A stream client: the answer's head, then the de-chunked bytes as they come. */
@@ -806,6 +849,7 @@ int main(void) {
     timed("routing", test_routing);
     timed("bodies", test_bodies);
     timed("guards", test_guards);
+    timed("limits", test_limits);
     timed("streams", test_streams);
     timed("concurrency", test_concurrency);
     timed("stop", test_stop);

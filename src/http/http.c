@@ -77,6 +77,8 @@ mf_status mf_http_server_create(const mf_http_params *p, mf_http_server **out) {
     if (!p->max_connections || !p->connection_memory || !p->max_body_bytes || !p->stream_max_bytes)
         return mf_fail(MF_ERR_ARG, "http: max_connections, connection_memory, max_body_bytes and stream_max_bytes "
                                    "must be > 0");
+    if (p->max_connections < (unsigned)p->n_threads) /* MHD splits the limit among its threads */
+        return mf_fail(MF_ERR_ARG, "http: max_connections %u below n_threads %d", p->max_connections, p->n_threads);
     if (p->json_max_depth < 1) return mf_fail(MF_ERR_ARG, "http: json_max_depth %d must be >= 1", p->json_max_depth);
     if (p->connection_memory < 4096)
         return mf_fail(MF_ERR_ARG, "http: connection_memory %zu below 4096 bytes", p->connection_memory);

@@ -37,7 +37,8 @@ typedef struct mf_http_params {
     const char *host;
     uint16_t port;                  /* 0: any free port (mf_http_server_port tells which); default 8080 */
     int n_threads;                  /* MHD worker threads (epoll where the system has it); default 4 */
-    unsigned max_connections;       /* open connections, streams included; default 256 */
+    unsigned max_connections;       /* open connections, streams included; default 256; MHD splits
+                                     * it evenly among the threads, so it must be >= n_threads */
     unsigned max_connections_per_ip; /* 0: no per-address limit (default) */
     unsigned connection_timeout_s;  /* an idle connection (no byte either way) is closed; default 60 */
     size_t connection_memory;       /* MHD's buffer per connection: headers, request line, send
