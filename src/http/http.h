@@ -178,9 +178,10 @@ const char *mf_http_close_reason_name(mf_http_close_reason why);
 
 /* Called once, from an HTTP thread (a worker, the disconnect watcher, or the thread in
  * mf_http_server_stop) and never from inside an mf_http_stream_* call, when the stream closes for
- * any reason; within milliseconds for a client that goes away. It must not block; it may push
- * (which then fails) and read mf_http_stream_closed. It is not called once the owner's
- * mf_http_stream_release has returned. */
+ * any reason; within milliseconds for a client that goes away (or half-closes its side). It
+ * must not block; it may push (which then fails), read mf_http_stream_closed, and release the
+ * owner's reference. It is not called once the owner's mf_http_stream_release has returned (a
+ * release on another thread waits for a callback in progress). */
 typedef void (*mf_http_stream_close_fn)(mf_http_stream *st, mf_http_close_reason why, void *user);
 
 typedef struct mf_http_stream_params {
