@@ -13,7 +13,8 @@
  * Limits. Every buffer is bounded: headers and request line by MHD's per-connection memory
  * (431/414 from MHD past it), bodies by max_body_bytes (413), JSON nesting by json_max_depth (400),
  * each stream's queue by stream_max_bytes (the push fails instead of waiting), connections by
- * max_connections (MHD refuses the rest), idle connections by connection_timeout_s. */
+ * max_connections (past it MHD stops accepting: new ones wait in the kernel's listen queue), idle
+ * connections by connection_timeout_s. */
 #ifndef MF_HTTP_H
 #define MF_HTTP_H
 
@@ -64,7 +65,8 @@ mf_http_params mf_http_default_params(void);
 mf_status mf_http_server_create(const mf_http_params *p, mf_http_server **out);
 
 /* Bind and start the worker threads. Errors: MF_ERR_IO (the address is in use or cannot be bound:
- * the message says which), MF_ERR_ARG (already started). Call from the thread that owns the server. */
+ * the message says which), MF_ERR_ARG (already started), MF_ERR_INTERNAL or MF_ERR_NOMEM (no thread
+ * or memory for the stream watcher). Call from the thread that owns the server. */
 mf_status mf_http_server_start(mf_http_server *s);
 
 /* The port actually bound (the one asked for, or the one the system chose for port 0); 0 before
@@ -134,7 +136,7 @@ json_t *mf_http_request_json(mf_http_request *r);
 /* ==== Answers (from the handler, once per request) ==== */
 
 /* Add a header to the answer about to be given (up to 16 per request). MF_ERR_ARG for a name that
- * is no token or a value with CR, LF or NUL (no header injection), or once answered. */
+ * is no token or a value with CR or LF (no header injection), or once answered. */
 mf_status mf_http_set_header(mf_http_request *r, const char *name, const char *value);
 
 /* `body` is copied; content_type NULL means none. Errors: MF_ERR_ARG (answered twice, status not
