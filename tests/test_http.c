@@ -327,6 +327,29 @@ static void test_routing(void) {
         printf("test_http: no IPv6 loopback here (%s)\n", mf_last_error());
     }
     mf_http_server_free(s2);
+
+    /* Every address: "0.0.0.0" takes IPv4 loopback clients, "::" IPv6 ones and (dual stack) IPv4. */
+    static const struct { const char *host; int family; } any[] = {
+        {"0.0.0.0", AF_INET}, {"::", AF_INET6}, {"::", AF_INET}, {"localhost", AF_INET}};
+    for (size_t i = 0; i < MF_ARRAY_LEN(any); i++) {
+        p = mf_http_default_params();
+        p.host = any[i].host;
+        p.port = 0;
+        s2 = NULL;
+        if (mf_http_server_create(&p, &s2) != MF_OK || mf_http_route(s2, MF_HTTP_GET, "/health", h_health, NULL) ||
+            mf_http_server_start(s2) != MF_OK) {
+            CHECKF(strchr(any[i].host, ':'), "%s: %s", any[i].host, mf_last_error()); /* no IPv6 here */
+            mf_http_server_free(s2);
+            continue;
+        }
+        rd.fd = dial_at(any[i].family, mf_http_server_port(s2), 0);
+        rd.len = 0;
+        const char *q = "GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        CHECKF(rd.fd >= 0 && send_all(rd.fd, q, strlen(q)) && read_response(&rd, r, false) && r->status == 200,
+               "%s over %s", any[i].host, any[i].family == AF_INET ? "IPv4" : "IPv6");
+        if (rd.fd >= 0) close(rd.fd);
+        mf_http_server_free(s2);
+    }
     free(r);
 }
 
