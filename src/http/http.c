@@ -405,9 +405,7 @@ static void dispatch(mf_http_request *r) {
                               (unsigned long long)r->discarded, r->srv->p.max_body_bytes);
         return;
     }
-    r->in_handler = true;
     r->route->fn(r, r->route->user);
-    r->in_handler = false;
     if (!r->answered) {
         mf_log(MF_LOG_WARN, "http: the handler of %s %s gave no answer", r->method_name, r->target.path);
         mf_http_respond_error(r, 500, NULL, NULL, "the handler of %s gave no answer", r->target.path);

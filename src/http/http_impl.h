@@ -90,7 +90,7 @@ struct mf_http_request {
     const char *raw_uri_at;
     size_t raw_uri_len;
 
-    bool headers_done, answered, in_handler;
+    bool headers_done, answered;
     unsigned method;
     const char *method_name;
     mf_http_target target;
