@@ -52,6 +52,13 @@ const char *mf_status_str(mf_status s);
 /* The message of the last failure on this thread; "" when none. Valid until the next failing call
  * on this thread. */
 const char *mf_last_error(void);
+/* Record a failure message for this thread (printf format) and return s, for programs and modules
+ * built on the library that report their errors the same way. */
+mf_status mf_set_error(mf_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* ==== Logging ====
  * The library's warnings and notes go to a callback; the default writes "minfer: <level>: <msg>"
@@ -63,6 +70,12 @@ typedef void (*mf_log_fn)(mf_log_level level, const char *msg, void *user);
 void mf_log_set_callback(mf_log_fn fn, void *user);
 void mf_log_set_level(mf_log_level level); /* default MF_LOG_WARN */
 mf_log_level mf_log_get_level(void);
+/* Log a message through the callback, as the library's own messages go (printf format). */
+void mf_log_message(mf_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* "error", "warn" (or "warning"), "info", "debug"; MF_ERR_ARG for anything else. */
 mf_status mf_log_level_from_name(const char *name, mf_log_level *out);
 

@@ -325,6 +325,8 @@ typedef struct mf_sample_settings {
 void mf_sample_settings_init(mf_sample_settings *s);
 /* Frees the owned lists and leaves s empty; accepts NULL. */
 void mf_sample_settings_free(mf_sample_settings *s);
+/* dst = a deep copy of src (dst is initialized first; on failure it is left empty). */
+mf_status mf_sample_settings_copy(mf_sample_settings *dst, const mf_sample_settings *src);
 
 /* Append a stop string (copied). MF_ERR_ARG for an empty one. */
 mf_status mf_sample_settings_add_stop(mf_sample_settings *s, const char *str);

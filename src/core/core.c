@@ -205,3 +205,20 @@ void mf_log(mf_log_level level, const char *fmt, ...) {
     else
         fprintf(stderr, "minfer: %s: %s\n", tags[level], msg);
 }
+
+mf_status mf_set_error(mf_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mf_failv(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void mf_log_message(mf_log_level level, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mf_log(level, "%s", msg);
+}

@@ -26,6 +26,36 @@ void mf_sample_settings_free(mf_sample_settings *s) {
     memset(s, 0, sizeof *s);
 }
 
+mf_status mf_sample_settings_copy(mf_sample_settings *dst, const mf_sample_settings *src) {
+    mf_sample_settings_init(dst);
+    dst->params = src->params;
+    dst->params.logit_bias = NULL, dst->params.n_logit_bias = 0;
+    dst->n_predict = src->n_predict;
+    dst->seed_given = src->seed_given;
+    mf_status st = MF_OK;
+    for (size_t i = 0; i < src->n_stop && !st; i++) st = mf_sample_settings_add_stop(dst, src->stop[i]);
+    for (size_t i = 0; i < src->n_bias && !st; i++)
+        st = mf_sample_settings_add_bias(dst, src->bias[i].token, src->bias[i].text, src->bias[i].bias);
+    if (!st && src->params.dry_breakers != mf_sampler_default_breakers) {
+        mf_sample_settings_clear_breakers(dst);
+        for (size_t i = 0; i < src->params.n_dry_breakers && !st; i++) {
+            char *copy = mf_strdup(src->params.dry_breakers[i]);
+            char **nb = copy ? mf_realloc(dst->breakers, (dst->n_breakers + 1) * sizeof *nb) : NULL;
+            if (!nb) {
+                free(copy);
+                st = MF_ERR_NOMEM;
+                break;
+            }
+            nb[dst->n_breakers++] = copy;
+            dst->breakers = nb;
+        }
+        dst->params.dry_breakers = (const char *const *)dst->breakers;
+        dst->params.n_dry_breakers = dst->n_breakers;
+    }
+    if (st) mf_sample_settings_free(dst);
+    return st;
+}
+
 mf_status mf_sample_settings_add_stop(mf_sample_settings *s, const char *str) {
     if (!str || !str[0]) return mf_fail(MF_ERR_ARG, "stop string %zu is empty", s->n_stop);
     char *copy = mf_strdup(str);
