@@ -233,6 +233,58 @@ mf_http_close_reason mf_http_stream_close_reason(const mf_http_stream *st);
  * goes when the connection is done with it too, whichever comes last. */
 void mf_http_stream_release(mf_http_stream *st);
 
+/* ==== Deferred answers ====
+ * A handler that cannot answer at once (the answer waits for work on another thread) defers the
+ * request: the connection is suspended (no HTTP thread waits or spins), the watcher thread sees
+ * the client hang up, and any thread answers it later, exactly once, with any status. */
+
+typedef struct mf_http_deferred mf_http_deferred;
+
+/* Called once, from an HTTP thread and never from inside an mf_http_deferred_* call, when the
+ * deferred request ends for any reason: MF_HTTP_CLOSE_DONE once an answer was sent, CLIENT_GONE
+ * (the client closed, reset or half-closed the connection while waiting), SHUTDOWN (the grace of
+ * mf_http_server_stop ran out before an answer; the client gets 503), ABORTED (released
+ * unanswered: the client gets 500). The same rules as a stream's close callback. */
+typedef void (*mf_http_deferred_close_fn)(mf_http_deferred *d, mf_http_close_reason why, void *user);
+
+typedef struct mf_http_deferred_params {
+    mf_http_deferred_close_fn on_close; /* may be NULL */
+    void *user;
+} mf_http_deferred_params;
+
+/* Defer the answer to r (from its handler; r must not be answered otherwise after this). Returns
+ * one reference for the caller, or NULL when r was answered instead (a stopping server: 503; no
+ * memory: 500). Headers set on r before the call are kept. p may be NULL. */
+mf_http_deferred *mf_http_defer(mf_http_request *r, const mf_http_deferred_params *p);
+
+/* What answering did: MF_HTTP_ANSWER_OK (the answer is on its way), _CLOSED (the client left or
+ * the server stopped: nobody to answer), _DUPLICATE (answered before), _NOMEM. */
+typedef enum mf_http_answer {
+    MF_HTTP_ANSWER_OK = 0,
+    MF_HTTP_ANSWER_CLOSED,
+    MF_HTTP_ANSWER_DUPLICATE,
+    MF_HTTP_ANSWER_NOMEM,
+} mf_http_answer;
+
+/* Any thread, at most one answer; the body is copied. A HEAD request gets the headers only. */
+mf_http_answer mf_http_deferred_respond(mf_http_deferred *d, int status, const char *content_type, const void *body,
+                                        size_t len);
+mf_http_answer mf_http_deferred_respond_json(mf_http_deferred *d, int status, const json_t *body); /* not stolen */
+mf_http_answer mf_http_deferred_respond_error(mf_http_deferred *d, int status, const char *param, const char *code,
+                                              const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+/* Add a header to the coming answer (before respond); MF_ERR_ARG for a bad name or value. */
+mf_status mf_http_deferred_set_header(mf_http_deferred *d, const char *name, const char *value);
+/* True once an answer can no longer reach the client (left, server stopped) or one
+ * was given. Cheap; poll it between steps of long work. */
+bool mf_http_deferred_closed(const mf_http_deferred *d);
+mf_http_close_reason mf_http_deferred_close_reason(const mf_http_deferred *d);
+/* Give up the caller's reference (NULL fine). An unanswered request gets 500 (ABORTED). */
+void mf_http_deferred_release(mf_http_deferred *d);
+
 /* ==== Helpers on untrusted text (pure; exported for the server, the tests and the fuzzer) ==== */
 
 /* Does a Content-Type value name `mime` (case-insensitive), with optional parameters after ';'?
