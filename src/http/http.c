@@ -231,7 +231,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     (void)c;
     mf_http_request *r = *ctx;
     if (!r) return;
-    if (r->stream) mf_http_stream_conn_done(r->stream, toe);
+    if (r->live) mf_http_live_conn_done(r->live, toe);
     free_request(r);
     *ctx = NULL;
 }
@@ -501,7 +501,7 @@ void mf_http_server_stop(mf_http_server *s, double grace_s) {
         while (s->n_live > 0 && pthread_cond_timedwait(&s->cond, &s->lock, &dl) != ETIMEDOUT) {}
         pthread_mutex_unlock(&s->lock);
     }
-    mf_http_streams_shutdown(s);
+    mf_http_live_shutdown(s);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
