@@ -111,11 +111,22 @@ struct mf_http_request {
     size_t n_headers;
     char client[64];
 
-    mf_http_live *live; /* the stream or deferred answer this request made (one reference) */
+    mf_http_live *live;         /* the stream or deferred answer this request made (one reference) */
+    mf_http_deferred *deferred; /* the same record when it is a deferred answer */
 };
 
 /* Queue an MHD response for r with the CORS and the handler's headers added; takes the response. */
 mf_status mf_http_queue(mf_http_request *r, int status, struct MHD_Response *resp);
+/* MF_ERR_ARG for a header name that is no token or a value with CR or LF. */
+mf_status mf_http_header_check(const char *name, const char *value);
+/* The body of an error answer in the OpenAI shape, for the caller to free; NULL when out of memory. */
+char *mf_http_error_textv(int status, const char *param, const char *code, const char *fmt, va_list ap);
+
+/* Deferred answers (http_defer.c): the access handler's call for a deferred request, right after
+ * its handler and again whenever its connection is resumed. Queues the answer (or the 503 or 500
+ * that stands in for one) or, with nothing to send yet, suspends the connection; false: drop the
+ * connection (the client left, or nothing could be queued). */
+bool mf_http_deferred_run(mf_http_request *r);
 
 /* ---- Live answers (http_live.c) ----
  * A stream and a deferred answer outlive the handler that made them. Until MHD says their request
