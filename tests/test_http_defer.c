@@ -371,7 +371,8 @@ static void test_keepalive(uint16_t port) {
 /* Answers given before the handler returned, or racing its return. */
 static void test_fast(uint16_t port) {
     resp *r = calloc(1, sizeof *r);
-    CHECK(http_req(port, "POST", "/defer_now", NULL, "{}", r) && r->status == 201 && strcmp(r->body, "{\"now\":true}") == 0);
+    CHECK(http_req(port, "POST", "/defer_now", NULL, "{}", r) && r->status == 201 &&
+          strcmp(r->body, "{\"now\":true}") == 0);
     for (int k = 0; k < 20; k++)
         CHECKF(http_req(port, "POST", "/defer_thread", NULL, "{}", r) && r->status == 202 &&
                    strcmp(r->body, "from a thread") == 0,
@@ -521,7 +522,8 @@ static void test_stop(void) {
     drec *a = defer_one(ca, "POST", "/defer?i=1");
     drec *b = defer_one(cb, "POST", "/defer?i=2");
     stop_arg sa = {a, client_open(port), false};
-    CHECK(client_send(sa.late, "GET", "/health", NULL, true) && client_read(sa.late, false) && sa.late->r.status == 200);
+    CHECK(client_send(sa.late, "GET", "/health", NULL, true) && client_read(sa.late, false) &&
+          sa.late->r.status == 200);
     if (!a || !b) return;
     pthread_t t;
     pthread_create(&t, NULL, stopper_main, &sa);
@@ -618,7 +620,8 @@ static void test_races(void) {
         int calls = calls_at_release[k] = rec->calls;
         mf_http_close_reason why = rec->why;
         pthread_mutex_unlock(&rec->m);
-        if (a.mode != 2) CHECKF(a.got == MF_HTTP_ANSWER_OK || a.got == MF_HTTP_ANSWER_CLOSED, "%d: answer %d", k, a.got);
+        if (a.mode != 2)
+            CHECKF(a.got == MF_HTTP_ANSWER_OK || a.got == MF_HTTP_ANSWER_CLOSED, "%d: answer %d", k, a.got);
         CHECKF(calls <= 1, "%d: %d callbacks", k, calls);
         if (a.mode == 0) {
             CHECKF(calls == 1, "%d: no callback", k);

@@ -253,14 +253,15 @@ typedef struct mf_http_deferred mf_http_deferred;
 
 /* Called once, from an HTTP thread and never from inside an mf_http_deferred_* call, when the
  * deferred request ends for any reason: MF_HTTP_CLOSE_DONE once an answer was sent, CLIENT_GONE
- * (the client closed, reset or half-closed the connection while waiting, within milliseconds; or
- * it left while the answer was being sent), SHUTDOWN (the grace of mf_http_server_stop ran out
- * before an answer; the client gets 503), ABORTED (the request ended without the owner's answer:
- * libmicrohttpd refused to queue both it and the 500 standing in for it). Releasing unanswered
- * also closes with ABORTED (the client gets 500), but as for streams no callback comes once
- * mf_http_deferred_release has returned: the owner knows that one without being told. The same
- * rules as a stream's close callback: it must not block; it may answer (which then fails), read
- * mf_http_deferred_closed, and release the owner's reference. */
+ * (the client closed, reset or half-closed the connection while waiting, heard within
+ * milliseconds; or it left while the answer was being sent), TIMEOUT (it read nothing of the
+ * answer for connection_timeout_s), SHUTDOWN (the grace of mf_http_server_stop ran out before an
+ * answer, and the client gets 503, or while it was being sent), ABORTED (the request ended
+ * without the owner's answer: libmicrohttpd refused to queue both it and the 500 standing in for
+ * it). Releasing unanswered also closes with ABORTED (the client gets 500), but as for streams no
+ * callback comes once mf_http_deferred_release has returned: the owner knows that one without
+ * being told. The same rules as a stream's close callback: it must not block; it may answer
+ * (which then fails), read mf_http_deferred_closed, and release the owner's reference. */
 typedef void (*mf_http_deferred_close_fn)(mf_http_deferred *d, mf_http_close_reason why, void *user);
 
 typedef struct mf_http_deferred_params {

@@ -104,7 +104,8 @@ bool mf_http_deferred_run(mf_http_request *r) {
         ok = mf_http_respond(r, status, ct, body, len) == MF_OK;
         /* A status outside 100..999, or an answer MHD refuses (a line break in the type). */
         if (!ok && !r->answered)
-            ok = mf_http_respond_error(r, 500, NULL, NULL, "the answer could not be sent: %s", mf_last_error()) == MF_OK;
+            ok = mf_http_respond_error(r, 500, NULL, NULL, "the answer could not be sent: %s", mf_last_error()) ==
+                 MF_OK;
     } else if (why == MF_HTTP_CLOSE_SHUTDOWN) {
         mf_http_set_header(r, "Connection", "close");
         ok = mf_http_respond_busy(r, 503, 1, "the server is shutting down") == MF_OK;
