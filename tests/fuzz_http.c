@@ -1,7 +1,9 @@
 /* fuzz_http.c: libFuzzer target for the HTTP layer. Each input goes two ways: through the pure
  * parsers (request target, Content-Type, JSON with the depth limit), and as raw bytes of one
  * connection to a server running on a loopback port with routes of every kind (JSON, prefix,
- * stream, a key, CORS), whose answer is read to the end; every 64 inputs the server must still
+ * stream, deferred and answered by another thread, a key, CORS), whose answer is read to the end
+ * (the half-close after the input makes most deferred requests end as a client gone, racing the
+ * answer); every 64 inputs the server must still
  * answer a plain request. Built with -DMF_FUZZ_CORPUS_MAIN instead, the file writes seed requests
  * into the directory named by its argument. */
 #include "http/http_impl.h"
@@ -24,6 +26,9 @@ static const char *const seeds[] = {
     "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\n"
     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
     "POST /stream HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\nContent-Length: 0\r\n\r\n",
+    "POST /defer HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\n"
+    "Content-Length: 7\r\n\r\n{\"a\":1}POST /defer HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\n"
+    "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n[]",
     "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: a\r\nOrigin: http://x\r\n"
     "Access-Control-Request-Method: POST\r\n\r\n",
     "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -71,6 +76,59 @@ static void h_stream(mf_http_request *r, void *u) {
 static void h_health(mf_http_request *r, void *u) {
     (void)u;
     mf_http_respond_text(r, 200, "ok");
+}
+
+/* Deferred requests go to one answering thread with their JSON body, through a bounded queue
+ * (full: answered in the handler, before the connection is ever suspended). */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    mf_http_deferred *d[16];
+    json_t *v[16];
+    size_t head, n;
+} defq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, {0}, 0, 0};
+
+static void answer_deferred(mf_http_deferred *d, json_t *v) {
+    if (!mf_http_deferred_closed(d)) mf_http_deferred_respond_json(d, 200, v);
+    json_decref(v);
+    mf_http_deferred_release(d);
+}
+
+static void *answerer_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&defq.m);
+    for (;;) {
+        while (!defq.n) pthread_cond_wait(&defq.c, &defq.m);
+        mf_http_deferred *d = defq.d[defq.head];
+        json_t *v = defq.v[defq.head];
+        defq.head = (defq.head + 1) % MF_ARRAY_LEN(defq.d);
+        defq.n--;
+        pthread_mutex_unlock(&defq.m);
+        answer_deferred(d, v);
+        pthread_mutex_lock(&defq.m);
+    }
+    return NULL;
+}
+
+static void h_defer(mf_http_request *r, void *u) {
+    (void)u;
+    json_t *v = mf_http_request_json(r);
+    if (!v) return;
+    mf_http_deferred *d = mf_http_defer(r, NULL);
+    if (!d) {
+        json_decref(v);
+        return;
+    }
+    pthread_mutex_lock(&defq.m);
+    bool queued = defq.n < MF_ARRAY_LEN(defq.d);
+    if (queued) {
+        size_t at = (defq.head + defq.n++) % MF_ARRAY_LEN(defq.d);
+        defq.d[at] = d;
+        defq.v[at] = v;
+        pthread_cond_signal(&defq.c);
+    }
+    pthread_mutex_unlock(&defq.m);
+    if (!queued) answer_deferred(d, v);
 }
 
 /* Send the bytes, half-close, read the answer until the server closes or nothing came for
@@ -131,6 +189,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     MF_ASSERT(mf_http_route_prefix(srv, MF_HTTP_GET | MF_HTTP_DELETE, "/v1/models/", h_echo, NULL) == MF_OK);
     MF_ASSERT(mf_http_route(srv, MF_HTTP_POST | MF_HTTP_PUT, "/v1/chat/completions", h_json, NULL) == MF_OK);
     MF_ASSERT(mf_http_route(srv, MF_HTTP_POST, "/stream", h_stream, NULL) == MF_OK);
+    MF_ASSERT(mf_http_route(srv, MF_HTTP_POST, "/defer", h_defer, NULL) == MF_OK);
+    static pthread_t answerer;
+    MF_ASSERT(pthread_create(&answerer, NULL, answerer_main, NULL) == 0);
     MF_ASSERT(mf_http_server_start(srv) == MF_OK);
     port = mf_http_server_port(srv);
     for (size_t i = 0; i < MF_ARRAY_LEN(seeds); i++) {

@@ -67,7 +67,7 @@ typedef struct resp {
 
 /* Value of a response header (a copy in a static buffer), NULL if absent. */
 static const char *resp_header(const resp *r, const char *name) {
-    static char v[512];
+    static _Thread_local char v[512]; /* client threads of one test read answers at once */
     size_t n = strlen(name);
     for (const char *l = strstr(r->head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
         if (strncasecmp(l + 2, name, n) == 0 && l[2 + n] == ':') {

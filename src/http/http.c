@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* After a stop's grace, how long the answers that stand in for deferred ones may take to go out. */
+#define MF_HTTP_FLUSH_S 1.0
+
 /* Beyond the body limit the rest of a chunked upload is read and dropped (MHD lets no answer go
  * out in the middle of a body) up to this much; past it the connection is closed. */
 #define MF_HTTP_DISCARD_MAX (8u << 20)
@@ -231,7 +234,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum M
     (void)c;
     mf_http_request *r = *ctx;
     if (!r) return;
-    if (r->stream) mf_http_stream_conn_done(r->stream, toe);
+    if (r->live) mf_http_live_conn_done(r->live, toe);
     free_request(r);
     *ctx = NULL;
 }
@@ -406,7 +409,7 @@ static void dispatch(mf_http_request *r) {
         return;
     }
     r->route->fn(r, r->route->user);
-    if (!r->answered) {
+    if (!r->answered && !r->deferred) {
         mf_log(MF_LOG_WARN, "http: the handler of %s %s gave no answer", r->method_name, r->target.path);
         mf_http_respond_error(r, 500, NULL, NULL, "the handler of %s gave no answer", r->target.path);
     }
@@ -429,7 +432,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (r->answered) return MHD_YES;
         return take_body(r, upload, n) ? MHD_YES : MHD_NO;
     }
-    if (!r->answered) dispatch(r);
+    if (!r->answered && !r->deferred) dispatch(r);
+    /* A deferred request comes here right after its handler and again each time it is resumed. */
+    if (r->deferred && !r->answered) return mf_http_deferred_run(r) ? MHD_YES : MHD_NO;
     return r->answered ? MHD_YES : MHD_NO;
 }
 
@@ -481,6 +486,21 @@ uint16_t mf_http_server_port(const mf_http_server *s) {
     return s && s->daemon ? s->port : 0;
 }
 
+/* Wait up to secs for the live list to empty (every stream and deferred request over). */
+static void wait_live(mf_http_server *s, double secs) {
+    if (!(secs > 0)) return;
+    secs = MF_MIN(secs, 1e6); /* a grace past any use would overflow the deadline */
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    double whole = (double)(long)secs;
+    dl.tv_sec += (time_t)whole;
+    dl.tv_nsec += (long)((secs - whole) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->lock);
+    while (s->n_live > 0 && pthread_cond_timedwait(&s->cond, &s->lock, &dl) != ETIMEDOUT) {}
+    pthread_mutex_unlock(&s->lock);
+}
+
 void mf_http_server_stop(mf_http_server *s, double grace_s) {
     if (!s || !s->daemon) return;
     pthread_mutex_lock(&s->lock);
@@ -490,18 +510,12 @@ void mf_http_server_stop(mf_http_server *s, double grace_s) {
      * (closing must wait until MHD's threads are gone). */
     MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
     if (lfd != MHD_INVALID_SOCKET) shutdown(lfd, SHUT_RDWR);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    if (grace_s > 0) {
-        double whole = (double)(long)grace_s;
-        dl.tv_sec += (time_t)whole;
-        dl.tv_nsec += (long)((grace_s - whole) * 1e9);
-        if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-        pthread_mutex_lock(&s->lock);
-        while (s->n_live > 0 && pthread_cond_timedwait(&s->cond, &s->lock, &dl) != ETIMEDOUT) {}
-        pthread_mutex_unlock(&s->lock);
-    }
-    mf_http_streams_shutdown(s);
+    wait_live(s, grace_s);
+    /* Close what is left. That resumes every suspended connection too, which MHD_stop_daemon
+     * requires. The 503s of deferred requests are small and wait behind nothing: they get a
+     * moment to go out rather than be cut with their connections. */
+    mf_http_live_shutdown(s);
+    wait_live(s, MF_HTTP_FLUSH_S);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
@@ -565,14 +579,20 @@ json_t *mf_http_request_json(mf_http_request *r) {
 
 /* ---- answers ---- */
 
-mf_status mf_http_set_header(mf_http_request *r, const char *name, const char *value) {
-    if (r->answered) return mf_fail(MF_ERR_ARG, "http: header '%s' set after the answer", name);
-    if (r->n_headers == MF_HTTP_MAX_RESP_HEADERS)
-        return mf_fail(MF_ERR_ARG, "http: more than %d headers on one answer", MF_HTTP_MAX_RESP_HEADERS);
+mf_status mf_http_header_check(const char *name, const char *value) {
     if (!name[0]) return mf_fail(MF_ERR_ARG, "http: empty header name");
     for (const char *c = name; *c; c++)
         if (!mf_http_tchar((unsigned char)*c)) return mf_fail(MF_ERR_ARG, "http: header name '%s' is no token", name);
     if (strpbrk(value, "\r\n")) return mf_fail(MF_ERR_ARG, "http: header '%s' value holds a line break", name);
+    return MF_OK;
+}
+
+mf_status mf_http_set_header(mf_http_request *r, const char *name, const char *value) {
+    if (r->answered) return mf_fail(MF_ERR_ARG, "http: header '%s' set after the answer", name);
+    if (r->n_headers == MF_HTTP_MAX_RESP_HEADERS)
+        return mf_fail(MF_ERR_ARG, "http: more than %d headers on one answer", MF_HTTP_MAX_RESP_HEADERS);
+    mf_status st = mf_http_header_check(name, value);
+    if (st) return st;
     char *n = mf_strdup(name), *v = mf_strdup(value);
     if (!n || !v) {
         free(n);
@@ -644,13 +664,18 @@ mf_status mf_http_respond_metrics(mf_http_request *r, const char *text) {
     return mf_http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
 }
 
-static mf_status respond_errorv(mf_http_request *r, int status, const char *param, const char *code,
-                                const char *fmt, va_list ap) {
+char *mf_http_error_textv(int status, const char *param, const char *code, const char *fmt, va_list ap) {
     char msg[MF_HTTP_MSG_MAX + 1];
     vsnprintf(msg, sizeof msg, fmt, ap);
     json_t *e = mf_http_error_json(status, msg, param, code);
     char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
+    return text;
+}
+
+static mf_status respond_errorv(mf_http_request *r, int status, const char *param, const char *code,
+                                const char *fmt, va_list ap) {
+    char *text = mf_http_error_textv(status, param, code, fmt, ap);
     /* Out of memory: still an answer in the right shape. */
     static const char oom[] =
         "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";

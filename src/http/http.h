@@ -5,16 +5,18 @@
  *
  * Threads. MHD runs a pool of worker threads; every route handler runs on one of them, once per
  * request, after the whole body has arrived, and must answer before it returns with exactly one
- * mf_http_respond_* call (a handler that answers nothing gets a 500). The request and everything
- * read from it are valid only during the handler call. A stream (mf_http_respond_stream) is the one
- * thing that outlives the handler: any thread may push to it, and the worker threads never wait
- * for the pusher, nor the pusher for them.
+ * mf_http_respond_* call (a handler that answers nothing gets a 500), or hand the answer to
+ * another thread with mf_http_defer. The request and everything read from it are valid only during
+ * the handler call. A stream (mf_http_respond_stream) and a deferred answer are the things that
+ * outlive the handler: any thread may push to the one or answer the other, and the worker threads
+ * never wait for that thread, nor it for them.
  *
  * Limits. Every buffer is bounded: headers and request line by MHD's per-connection memory
  * (431/414 from MHD past it), bodies by max_body_bytes (413), JSON nesting by json_max_depth (400),
  * each stream's queue by stream_max_bytes (the push fails instead of waiting), connections by
- * max_connections (past it MHD stops accepting: new ones wait in the kernel's listen queue), idle
- * connections by connection_timeout_s. */
+ * max_connections (past it MHD stops accepting: new ones wait in the kernel's listen queue; open
+ * streams and deferred requests count), idle connections by connection_timeout_s (a deferred
+ * request waiting for its answer is not idle: its owner answers or releases it). */
 #ifndef MF_HTTP_H
 #define MF_HTTP_H
 
@@ -79,14 +81,16 @@ mf_status mf_http_server_start(mf_http_server *s);
  * start. */
 uint16_t mf_http_server_port(const mf_http_server *s);
 
-/* Stop: stop accepting at once (new connections are refused), let open streams finish for up to
- * grace_s seconds, then close them (their owners hear MF_HTTP_CLOSE_SHUTDOWN) and every other
- * connection, and join the worker threads. New streams during the grace get 503. Idempotent;
- * call from the owning thread, never from a handler or a stream callback. */
+/* Stop: stop accepting at once (new connections are refused), let open streams finish and
+ * deferred requests be answered (and their answers sent) for up to grace_s seconds, then close
+ * them (their owners hear MF_HTTP_CLOSE_SHUTDOWN; a deferred request still waiting gets 503 with
+ * Connection: close, given up to a second more to go out) and every other connection, and join
+ * the worker threads. New streams and deferrals during the grace get 503. Idempotent; call from
+ * the owning thread, never from a handler or a close callback. */
 void mf_http_server_stop(mf_http_server *s, double grace_s);
 
-/* Stop (no grace) if running, and free. NULL is fine. Streams that owners still hold stay valid
- * (closed) until released. */
+/* Stop (no grace) if running, and free. NULL is fine. Streams and deferred answers that owners
+ * still hold stay valid (closed) until released. */
 void mf_http_server_free(mf_http_server *s);
 
 /* ==== Routes ==== */
@@ -236,15 +240,28 @@ void mf_http_stream_release(mf_http_stream *st);
 /* ==== Deferred answers ====
  * A handler that cannot answer at once (the answer waits for work on another thread) defers the
  * request: the connection is suspended (no HTTP thread waits or spins), the watcher thread sees
- * the client hang up, and any thread answers it later, exactly once, with any status. */
+ * the client hang up, and any thread answers it later, exactly once, with any status.
+ *
+ *   handler:  d = mf_http_defer(r, &(mf_http_deferred_params){on_close, job}); queue(job, d); return;
+ *   engine:   if (mf_http_deferred_closed(d)) cancel; else mf_http_deferred_respond_json(d, 200, out);
+ *             mf_http_deferred_release(d);
+ *
+ * A deferred request does not time out while it waits (MHD suspends the timeout with the
+ * connection): its owner answers or releases it, or the client leaves. */
 
 typedef struct mf_http_deferred mf_http_deferred;
 
 /* Called once, from an HTTP thread and never from inside an mf_http_deferred_* call, when the
  * deferred request ends for any reason: MF_HTTP_CLOSE_DONE once an answer was sent, CLIENT_GONE
- * (the client closed, reset or half-closed the connection while waiting), SHUTDOWN (the grace of
- * mf_http_server_stop ran out before an answer; the client gets 503), ABORTED (released
- * unanswered: the client gets 500). The same rules as a stream's close callback. */
+ * (the client closed, reset or half-closed the connection while waiting, heard within
+ * milliseconds; or it left while the answer was being sent), TIMEOUT (it read nothing of the
+ * answer for connection_timeout_s), SHUTDOWN (the grace of mf_http_server_stop ran out before an
+ * answer, and the client gets 503, or while it was being sent), ABORTED (the request ended
+ * without the owner's answer: libmicrohttpd refused to queue both it and the 500 standing in for
+ * it). Releasing unanswered also closes with ABORTED (the client gets 500), but as for streams no
+ * callback comes once mf_http_deferred_release has returned: the owner knows that one without
+ * being told. The same rules as a stream's close callback: it must not block; it may answer
+ * (which then fails), read mf_http_deferred_closed, and release the owner's reference. */
 typedef void (*mf_http_deferred_close_fn)(mf_http_deferred *d, mf_http_close_reason why, void *user);
 
 typedef struct mf_http_deferred_params {
@@ -252,13 +269,18 @@ typedef struct mf_http_deferred_params {
     void *user;
 } mf_http_deferred_params;
 
-/* Defer the answer to r (from its handler; r must not be answered otherwise after this). Returns
- * one reference for the caller, or NULL when r was answered instead (a stopping server: 503; no
- * memory: 500). Headers set on r before the call are kept. p may be NULL. */
+/* Defer the answer to r (from its handler; r must not be answered otherwise after this, nor its
+ * headers set: use mf_http_deferred_set_header). Returns one reference for the caller, or NULL
+ * when r was answered instead (a stopping server: 503; no memory: 500) or had been answered,
+ * deferred or streamed before (MF_ERR_ARG in mf_last_error; nothing sent). Headers set on r before
+ * the call are kept. r stays readable until the handler returns; the connection is suspended only
+ * then, and an answer given before that goes out at once. p may be NULL. */
 mf_http_deferred *mf_http_defer(mf_http_request *r, const mf_http_deferred_params *p);
 
 /* What answering did: MF_HTTP_ANSWER_OK (the answer is on its way), _CLOSED (the client left or
- * the server stopped: nobody to answer), _DUPLICATE (answered before), _NOMEM. */
+ * the server stopped: nobody to answer), _DUPLICATE (answered before: the first answer stands),
+ * _NOMEM (nothing was stored: the request still waits for an answer, and releasing it gives the
+ * client 500). */
 typedef enum mf_http_answer {
     MF_HTTP_ANSWER_OK = 0,
     MF_HTTP_ANSWER_CLOSED,
@@ -266,23 +288,31 @@ typedef enum mf_http_answer {
     MF_HTTP_ANSWER_NOMEM,
 } mf_http_answer;
 
-/* Any thread, at most one answer; the body is copied. A HEAD request gets the headers only. */
+/* Any thread, at most one answer; the body is copied. A HEAD request gets the headers only. A
+ * status outside 100..999, or an answer libmicrohttpd refuses to send (a content type with a
+ * line break), reaches the client as a 500 error naming the problem. respond_json with a NULL
+ * body answers 500, as mf_http_respond_json does; respond_error makes the OpenAI error shape of
+ * mf_http_respond_error. */
 mf_http_answer mf_http_deferred_respond(mf_http_deferred *d, int status, const char *content_type, const void *body,
                                         size_t len);
 mf_http_answer mf_http_deferred_respond_json(mf_http_deferred *d, int status, const json_t *body); /* not stolen */
 mf_http_answer mf_http_deferred_respond_error(mf_http_deferred *d, int status, const char *param, const char *code,
-                                              const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-/* Add a header to the coming answer (before respond); MF_ERR_ARG for a bad name or value. */
+                                              const char *fmt, ...) MF_HTTP_PRINTF(5, 6);
+/* Add a header to the coming answer (before respond), any thread; up to 16 per request with those
+ * set on r before deferring. MF_ERR_ARG for a bad name or value, past 16, or once answered; once
+ * closed unanswered (client gone, stopped) the header is dropped with MF_OK, and the answer that
+ * follows says CLOSED. */
 mf_status mf_http_deferred_set_header(mf_http_deferred *d, const char *name, const char *value);
 /* True once an answer can no longer reach the client (left, server stopped) or one
  * was given. Cheap; poll it between steps of long work. */
 bool mf_http_deferred_closed(const mf_http_deferred *d);
+/* MF_HTTP_CLOSE_NONE while waiting and while a given answer is being sent; then what the close
+ * callback hears (or heard). */
 mf_http_close_reason mf_http_deferred_close_reason(const mf_http_deferred *d);
-/* Give up the caller's reference (NULL fine). An unanswered request gets 500 (ABORTED). */
+/* Give up the caller's reference (NULL fine), from any thread, the close callback included; a
+ * callback running on another thread is waited for, and none starts after this returns. An
+ * unanswered request gets 500 (ABORTED). The memory goes when the connection is done with it
+ * too, whichever comes last. */
 void mf_http_deferred_release(mf_http_deferred *d);
 
 /* ==== Helpers on untrusted text (pure; exported for the server, the tests and the fuzzer) ==== */

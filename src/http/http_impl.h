@@ -1,5 +1,6 @@
 /* http_impl.h: what the files of src/http share and nobody else sees: the server, request and
- * route records, the request-target parser, and the stream hooks the MHD callbacks call. */
+ * route records, the request-target parser, and the live-answer record that streams and deferred
+ * answers are built on (http_live.c), with the hooks the MHD callbacks call. */
 #ifndef MF_HTTP_IMPL_H
 #define MF_HTTP_IMPL_H
 
@@ -37,6 +38,8 @@ bool mf_http_tchar(unsigned char c);
  * so it fits in cap - 1 bytes plus the NUL. Returns the length written. */
 size_t mf_http_utf8_sanitize(char *dst, size_t cap, const char *src);
 
+typedef struct mf_http_live mf_http_live;
+
 typedef struct mf_http_route_rec {
     unsigned methods;
     bool prefix;
@@ -62,18 +65,18 @@ struct mf_http_server {
     struct MHD_Daemon *daemon;
     uint16_t port;
 
-    /* lock guards what follows, and is taken before any stream's lock (never the other way). */
+    /* lock guards what follows, and is taken before any live record's lock (never the other way). */
     pthread_mutex_t lock;
-    pthread_cond_t cond; /* signalled when a stream leaves the live list */
+    pthread_cond_t cond; /* signalled when a record leaves the live list */
     bool running, stopping;
-    mf_http_stream *live; /* streams whose connection is still open, linked by next_live */
+    mf_http_live *live; /* streams and deferred answers whose request is not over, by next_live */
     size_t n_live;
-    uint64_t next_stream_id;
+    uint64_t next_live_id;
 
-    /* The disconnect watcher: one thread polling the live streams' sockets for a hang-up. */
+    /* The disconnect watcher: one thread polling the live records' sockets for a hang-up. */
     pthread_t watcher;
     bool watcher_started, watcher_quit;
-    int wake_fd; /* eventfd: a stream joined, or quit */
+    int wake_fd; /* eventfd: a record joined, or quit */
     struct pollfd *pfds;
     uint64_t *pfd_ids;
     size_t pfd_cap;
@@ -108,15 +111,81 @@ struct mf_http_request {
     size_t n_headers;
     char client[64];
 
-    mf_http_stream *stream; /* the stream this request answered with (one reference) */
+    mf_http_live *live;         /* the stream or deferred answer this request made (one reference) */
+    mf_http_deferred *deferred; /* the same record when it is a deferred answer */
 };
 
 /* Queue an MHD response for r with the CORS and the handler's headers added; takes the response. */
 mf_status mf_http_queue(mf_http_request *r, int status, struct MHD_Response *resp);
+/* MF_ERR_ARG for a header name that is no token or a value with CR or LF. */
+mf_status mf_http_header_check(const char *name, const char *value);
+/* The body of an error answer in the OpenAI shape, for the caller to free; NULL when out of memory. */
+char *mf_http_error_textv(int status, const char *param, const char *code, const char *fmt, va_list ap);
 
-/* Stream hooks (http_stream.c). */
-void mf_http_stream_conn_done(mf_http_stream *st, enum MHD_RequestTerminationCode toe);
-void mf_http_streams_shutdown(mf_http_server *s); /* close every live stream: grace is over */
+/* Deferred answers (http_defer.c): the access handler's call for a deferred request, right after
+ * its handler and again whenever its connection is resumed. Queues the answer (or the 503 or 500
+ * that stands in for one) or, with nothing to send yet, suspends the connection; false: drop the
+ * connection (the client left, or nothing could be queued). */
+bool mf_http_deferred_run(mf_http_request *r);
+
+/* ---- Live answers (http_live.c) ----
+ * A stream and a deferred answer outlive the handler that made them. Until MHD says their request
+ * is over they are live: on the server's live list, their socket polled by the disconnect watcher
+ * (a suspended connection sees no hang-up), waited for by mf_http_server_stop. This record, the
+ * first member of both, holds what they share: the references (the owner's, the request's until
+ * on_completed, and a stream's MHD response's), the close reason, and the owner's close callback,
+ * called once. Locks: the server's before a record's, never the other way; callbacks run with
+ * neither. */
+
+typedef struct mf_http_live_ops {
+    /* With l->lock and the server's lock held: close for `why` (the watcher saw the client go:
+     * CLIENT_GONE; the grace is over: SHUTDOWN). Sets l->reason if it closes. */
+    void (*close_locked)(mf_http_live *l, mf_http_close_reason why);
+    /* Call the owner's close callback, with neither lock held; l->reason is final. */
+    void (*notify)(mf_http_live *l);
+    /* The last reference went: free the record (its lock and cond are already destroyed). */
+    void (*destroy)(mf_http_live *l);
+} mf_http_live_ops;
+
+struct mf_http_live {
+    const mf_http_live_ops *ops;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* signalled when the close callback returns */
+    int refs;            /* guarded by lock */
+
+    /* Set once; the list links and hup_seen guarded by the server's lock. */
+    mf_http_server *srv;
+    int fd; /* the connection's socket, polled by the watcher and never closed by us */
+    uint64_t id;
+    mf_http_live *next_live, *prev_live;
+    bool attached, hup_seen;
+
+    /* Guarded by lock. */
+    struct MHD_Connection *conn; /* NULL once the request is over */
+    bool suspended;              /* conn is off MHD's loop; mf_http_live_wake_locked resumes it */
+    bool finished;               /* the owner gave its whole answer (stream ended, deferred answered) */
+    mf_http_close_reason reason; /* NONE while open; the first reason stays */
+    bool has_callback, owner_gone, notified, cb_running;
+    pthread_t cb_thread;
+    mf_http_live *next_cb; /* chain of records whose callback is due (watcher, shutdown) */
+};
+
+/* A record for the request r with one reference, the owner's; not live yet. */
+void mf_http_live_init(mf_http_live *l, const mf_http_live_ops *ops, mf_http_request *r, bool has_callback);
+/* Make l live with the request's reference (r->live; on_completed drops it) and tell the watcher.
+ * false (nothing done) when the server is stopping. */
+bool mf_http_live_attach(mf_http_live *l, mf_http_request *r);
+void mf_http_live_unref(mf_http_live *l);
+/* With l->lock held: let a suspended connection run again. */
+void mf_http_live_wake_locked(mf_http_live *l);
+/* With l->lock held: the owner lets go, so no callback starts from now on; one running on
+ * another thread is waited for (the owner's data may go once this returns). The caller finishes
+ * under the lock, unlocks, and drops the owner's reference. */
+void mf_http_live_disown_locked(mf_http_live *l);
+/* MHD is done with the request (on_completed). */
+void mf_http_live_conn_done(mf_http_live *l, enum MHD_RequestTerminationCode toe);
+/* The grace is over: close every live record (SHUTDOWN) and run the callbacks that are due. */
+void mf_http_live_shutdown(mf_http_server *s);
 mf_status mf_http_watcher_start(mf_http_server *s);
 void mf_http_watcher_stop(mf_http_server *s);
 
