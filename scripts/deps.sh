@@ -5,7 +5,8 @@ set -euo pipefail
 
 # clang: the second compiler and the fuzz builds; libclang-rt-dev: its sanitizer and libFuzzer runtimes
 # (libclang_rt.fuzzer*.a, in libclang-rt-14-dev for Debian 12's clang 14), only recommended by clang.
-apt_pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip)
+# nginx-light: the server tests start their own nginx (own config, loopback) in front of two servers.
+apt_pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip nginx-light)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,13 +17,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python packages used by the end-to-end tests and reference checks. A system Python that refuses
+# Python packages used by the end-to-end tests and reference checks (openai: the official client,
+# against `minfer serve`). A system Python that refuses
 # pip installs (PEP 668, "externally managed") gets them with --break-system-packages; they are
 # ordinary PyPI packages that Debian does not ship.
-py_pkgs=(numpy gguf tokenizers jinja2 pytest)
+py_pkgs=(numpy gguf tokenizers jinja2 pytest openai)
 missing_py() {
   local m out=()
-  for m in numpy gguf tokenizers jinja2 pytest; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
+  for m in numpy gguf tokenizers jinja2 pytest openai; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
   echo "${out[@]:-}"
 }
 if [ -n "$(missing_py)" ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds minfer and runs every test: the C tests (ctest) in a release build (on AVX-512 machines
-# also with the AVX2 kernels), the end-to-end tests (pytest), the C tests again in an
-# AddressSanitizer + UndefinedBehaviorSanitizer build and in a clang release build, every libFuzzer
+# also with the AVX2 kernels), the end-to-end tests (pytest; the server's with the openai client and
+# nginx), the C tests and the server tests again in an AddressSanitizer + UndefinedBehaviorSanitizer
+# build, the C tests in a clang release build, every libFuzzer
 # target for FUZZ_SECONDS (default 60) each, and on x86-64 an arm64 cross build whose kernel and
 # format tests run under qemu (MINFER_SKIP_ARM64=1 skips that stage).
 set -euo pipefail
@@ -40,6 +41,12 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMINFER_SANITIZE=ON 
 cmake --build build-asan -j"$jobs"
 ctest_banner "ASan + UBSan" build-asan/minfer
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 ctest --output-on-failure -j"$jobs")
+# The server under the sanitizers: every hostile-client and OpenAI-client test on the fixture
+# model; a leak or a sanitizer report makes the server's exit status non-zero, which fails the test.
+echo "== server tests, ASan + UBSan build"
+ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 MINFER_BIN="$PWD/build-asan/minfer" \
+  MINFER_FIXTURES="$(cd .. && pwd)/shared/fixtures" \
+  python3 -m pytest -q tests/py/test_serve.py tests/py/test_serve_robust.py -k "not smollm2"
 
 echo "== clang release build"
 cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang >/dev/null

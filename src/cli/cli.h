@@ -30,6 +30,7 @@
     X("template", cmd_template, "render a conversation (JSON) with the model's chat template")     \
     X("dump", cmd_dump, "dequantize a tensor to float32 (stats, or raw values with -o)")            \
     X("quantize", cmd_quantize, "convert an F32/F16/BF16 model to a quantized type (Q4_K_M, Q8_0, ...)") \
+    X("serve", cmd_serve, "an OpenAI-compatible HTTP server (continuous batching, prompt cache)")          \
     X("bench", cmd_bench, "measure prompt and generation speed (llama-bench style: -p 512 -n 128 -t N)") \
 
 #define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);

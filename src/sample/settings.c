@@ -5,6 +5,7 @@
 #include "core/core.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +113,9 @@ mf_status mf_sample_settings_add_breaker(mf_sample_settings *s, const char *str)
 static mf_status get_float(const json_t *req, const char *key, float *out) {
     const json_t *v = json_object_get(req, key);
     if (!v || json_is_null(v)) return MF_OK;
-    if (!json_is_number(v)) return mf_fail(MF_ERR_ARG, "request field '%s' must be a number", key);
-    *out = (float)json_number_value(v);
+    const double d = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(fabs(d) <= FLT_MAX)) return mf_fail(MF_ERR_ARG, "request field '%s' must be a finite number", key);
+    *out = (float)d;
     return MF_OK;
 }
 

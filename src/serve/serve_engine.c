@@ -1,0 +1,598 @@
+/* serve_engine.c: the engine thread. It owns the context; each slot is one sequence of it. A step
+ * builds one batch: first the next token of every generating slot, then prompt tokens of the slots
+ * still prefilling, round-robin, within a token budget that keeps a step that prefills to about
+ * twice a decode-only step (so one long prompt adds at most that to the others' inter-token
+ * latency, and it still gets about half of the machine); with nothing generating a step takes a
+ * whole n_batch of prompt. After the decode each slot with logits samples with its own settings
+ * and seed and streams its text. Requests whose client left are dropped before the next step.
+ *
+ * Prompt cache: a slot keeps the tokens its sequence holds after a request. A new request takes
+ * the idle slot whose tokens share the longest prefix with its prompt (the least recently used
+ * otherwise); when another slot, busy or not, shares a longer prefix, its cells are shared into the
+ * chosen slot (mf_context_seq_cp, nothing recomputed). The last prompt token is always computed
+ * again, for its logits. Since decoding is batch invariant, a request gives the same bytes alone or
+ * beside others, in any slot, with or without a cache hit. */
+#include "serve_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { SLOT_IDLE, SLOT_PREFILL, SLOT_GEN } slot_state;
+
+typedef struct slot {
+    int32_t id; /* its sequence */
+    slot_state state;
+    serve_task *task;
+    int32_t *cache; /* the tokens the sequence holds, positions 0..n_cache-1 */
+    int32_t n_cache;
+    int32_t n_hit;  /* prompt tokens the cache already held */
+    mf_gen *gen;
+    int32_t next;   /* sampled, decoded by the next step */
+    int64_t n_gen;
+    char *text;     /* a non-streamed answer so far */
+    size_t n_text, cap_text;
+    json_t *logprobs; /* chat: array of entries; completion: the legacy object */
+    double t_start, t_first;
+    uint64_t last_used;
+} slot;
+
+struct serve_engine {
+    serve *s;
+    mf_context *ctx;
+    slot *slots;
+    int32_t n_slots;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    serve_task *head, *tail; /* waiting for a slot */
+    int32_t n_queued, n_reserved;
+    bool stopping; /* no new tasks; running ones finish until the deadline */
+    double deadline;
+    bool quit;
+    serve_stats stats;
+    uint64_t tick;
+    int32_t *b_tok, *b_pos, *b_seq, *row_slot;
+    int8_t *b_logits;
+    double decode_s;      /* running estimate of a decode-only step */
+    double prefill_s_tok; /* running estimate of one prompt token's cost */
+    int32_t rr;
+    /* what /slots shows, copied from the slots under the lock after every step */
+    struct slot_view {
+        slot_state state;
+        int32_t n_cache;
+        int64_t n_gen;
+    } *view;
+};
+
+void serve_task_free(serve_task *t) {
+    if (!t) return;
+    free(t->prompt);
+    mf_sample_settings_free(&t->settings);
+    mf_gen_free(t->gen);
+    mf_http_stream_release(t->stream_h);
+    mf_http_deferred_release(t->deferred);
+    free(t);
+}
+
+static bool task_gone(const serve_task *t) {
+    return t->stream_h ? mf_http_stream_closed(t->stream_h) : mf_http_deferred_closed(t->deferred);
+}
+
+/* Answer a task that will not run (queue full at shutdown, an engine error) and free it. */
+static void task_fail(serve_engine *e, serve_task *t, int status, const char *msg) {
+    if (t->stream_h) {
+        json_t *err = json_pack("{s:o}", "error", mf_http_error_json(status, msg, NULL, NULL));
+        if (err) mf_http_stream_push_json(t->stream_h, err);
+        json_decref(err);
+        mf_http_stream_push_data(t->stream_h, "[DONE]", 6);
+        mf_http_stream_end(t->stream_h);
+    } else {
+        mf_http_deferred_respond_error(t->deferred, status, NULL, NULL, "%s", msg);
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.requests_rejected++;
+    pthread_mutex_unlock(&e->lock);
+    serve_task_free(t);
+}
+
+/* ---- slots ---- */
+
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = 0;
+    while (n < na && n < nb && a[n] == b[n]) n++;
+    return n;
+}
+
+static void slot_reset(slot *sl) {
+    mf_gen_free(sl->gen);
+    sl->gen = NULL;
+    json_decref(sl->logprobs);
+    sl->logprobs = NULL;
+    sl->task = NULL;
+    sl->state = SLOT_IDLE;
+    sl->n_text = 0;
+    sl->n_gen = 0;
+}
+
+/* Choose the slot for a task (an idle one exists) and set its sequence to the longest cached
+ * prefix of the prompt it can have. */
+static slot *pick_slot(serve_engine *e, const serve_task *t) {
+    slot *best = NULL;
+    int32_t best_len = -1;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        if (sl->state != SLOT_IDLE) continue;
+        const int32_t l = common_prefix(sl->cache, sl->n_cache, t->prompt, t->n_prompt);
+        if (l > best_len || (l == best_len && sl->last_used < best->last_used)) best = sl, best_len = l;
+    }
+    if (best_len == 0) /* no slot shares anything: the least recently used one */
+        for (int32_t i = 0; i < e->n_slots; i++)
+            if (e->slots[i].state == SLOT_IDLE && e->slots[i].last_used < best->last_used) best = &e->slots[i];
+    return best;
+}
+
+static void slot_start(serve_engine *e, slot *sl, serve_task *t) {
+    const int32_t limit = t->n_prompt - 1; /* the last prompt token is computed again, for its logits */
+    int32_t keep = MF_SERVE_MIN(common_prefix(sl->cache, sl->n_cache, t->prompt, t->n_prompt), limit);
+    const slot *donor = NULL;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        const slot *o = &e->slots[i];
+        if (o == sl) continue;
+        const int32_t l = MF_SERVE_MIN(common_prefix(o->cache, o->n_cache, t->prompt, t->n_prompt), limit);
+        if (l > keep) keep = l, donor = o;
+    }
+    if (donor) {
+        mf_context_seq_cp(e->ctx, donor->id, sl->id, 0, -1); /* drops sl's own cells first */
+        mf_context_seq_rm(e->ctx, sl->id, keep, -1);
+    } else {
+        mf_context_seq_rm(e->ctx, sl->id, keep, -1);
+    }
+    memcpy(sl->cache, t->prompt, (size_t)keep * sizeof *sl->cache);
+    sl->n_cache = keep;
+    sl->n_hit = keep;
+    sl->task = t;
+    sl->state = SLOT_PREFILL;
+    sl->t_start = mf_time_s();
+    sl->n_gen = 0;
+    sl->n_text = 0;
+    sl->last_used = ++e->tick;
+}
+
+/* The slot takes the task's generator (made by the HTTP thread) and its logprob collector. */
+static mf_status slot_gen(serve_engine *e, slot *sl) {
+    (void)e;
+    serve_task *t = sl->task;
+    sl->gen = t->gen;
+    t->gen = NULL;
+    if (t->logprobs) {
+        sl->logprobs = t->kind == TASK_CHAT ? json_array()
+                                            : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs",
+                                                        "top_logprobs", "text_offset");
+        if (!sl->logprobs) return mf_set_error(MF_ERR_NOMEM, "out of memory");
+    }
+    return MF_OK;
+}
+
+static void append_text(slot *sl, const char *text, size_t len) {
+    if (sl->n_text + len + 1 > sl->cap_text) {
+        size_t cap = MF_SERVE_MAX(sl->cap_text * 2, sl->n_text + len + 1024);
+        char *p = realloc(sl->text, cap);
+        if (!p) return; /* out of memory: the answer is cut, never corrupt */
+        sl->text = p, sl->cap_text = cap;
+    }
+    memcpy(sl->text + sl->n_text, text, len);
+    sl->n_text += len;
+    sl->text[sl->n_text] = 0;
+}
+
+/* A legacy completion's logprobs for one token, added to the running object. */
+static void add_legacy_logprob(json_t *acc, json_t *entry, size_t offset) {
+    json_array_append(json_object_get(acc, "tokens"), json_object_get(entry, "token"));
+    json_array_append(json_object_get(acc, "token_logprobs"), json_object_get(entry, "logprob"));
+    json_array_append(json_object_get(acc, "top_logprobs"), json_object_get(entry, "top"));
+    json_array_append_new(json_object_get(acc, "text_offset"), json_integer((json_int_t)offset));
+}
+
+/* Send a piece of the answer: a chunk for a stream (false when the client is gone), text for a
+ * deferred answer. */
+static bool emit(serve_engine *e, slot *sl, const char *text, size_t len, json_t *lp) {
+    serve_task *t = sl->task;
+    if (!t->stream) {
+        if (lp && t->kind == TASK_CHAT) json_array_append(sl->logprobs, lp);
+        if (lp && t->kind == TASK_COMPLETION) add_legacy_logprob(sl->logprobs, lp, sl->n_text);
+        append_text(sl, text, len);
+        return true;
+    }
+    if (!len && !lp) return true;
+    json_t *lps = NULL;
+    if (lp && t->kind == TASK_CHAT) lps = json_pack("{s:[O],s:n}", "content", lp, "refusal");
+    if (lp && t->kind == TASK_COMPLETION) {
+        lps = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+        if (lps) add_legacy_logprob(lps, lp, sl->n_text);
+    }
+    sl->n_text += len;
+    json_t *c = serve_chunk(e->s, t, text, len, lps, NULL, false);
+    const bool ok = c && mf_http_stream_push_json(t->stream_h, c) == MF_HTTP_PUSH_OK;
+    json_decref(c);
+    return ok;
+}
+
+/* The answer is complete: the last chunks or the whole body; the slot becomes idle. */
+static void slot_finish(serve_engine *e, slot *sl, mf_stop_reason reason) {
+    serve_task *t = sl->task;
+    const char *finish = reason == MF_STOP_LENGTH ? "length" : "stop";
+    if (t->stream) {
+        json_t *c = serve_chunk(e->s, t, NULL, 0, NULL, finish, false);
+        if (c) mf_http_stream_push_json(t->stream_h, c);
+        json_decref(c);
+        if (t->include_usage) {
+            json_t *u = serve_chunk(e->s, t, NULL, 0, NULL, NULL, false);
+            if (u) {
+                json_object_set_new(u, "choices", json_array());
+                json_object_set_new(u, "usage", serve_usage(t->n_prompt, sl->n_gen, sl->n_hit));
+                mf_http_stream_push_json(t->stream_h, u);
+            }
+            json_decref(u);
+        }
+        mf_http_stream_push_data(t->stream_h, "[DONE]", 6);
+        mf_http_stream_end(t->stream_h);
+    } else {
+        json_t *body = serve_final(e->s, t, sl->text ? sl->text : "", sl->n_text, sl->logprobs, finish, sl->n_hit,
+                                   sl->n_gen);
+        if (body)
+            mf_http_deferred_respond_json(t->deferred, 200, body);
+        else
+            mf_http_deferred_respond_error(t->deferred, 500, NULL, NULL, "out of memory building the answer");
+        json_decref(body);
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.requests_ok++;
+    e->stats.gen_tokens += (uint64_t)sl->n_gen;
+    if (sl->t_first > 0) e->stats.gen_seconds += mf_time_s() - sl->t_first;
+    pthread_mutex_unlock(&e->lock);
+    serve_task_free(t);
+    slot_reset(sl);
+    sl->last_used = ++e->tick;
+}
+
+static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
+    serve_task *t = sl->task;
+    if (why) { /* the server's reason (shutdown, an engine error): the client hears it */
+        if (t->stream) {
+            json_t *err = json_pack("{s:o}", "error", mf_http_error_json(503, why, NULL, NULL));
+            if (err) mf_http_stream_push_json(t->stream_h, err);
+            json_decref(err);
+            mf_http_stream_push_data(t->stream_h, "[DONE]", 6);
+            mf_http_stream_end(t->stream_h);
+        } else {
+            mf_http_deferred_respond_error(t->deferred, 503, NULL, NULL, "%s", why);
+        }
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.requests_cancelled++;
+    e->stats.gen_tokens += (uint64_t)sl->n_gen;
+    pthread_mutex_unlock(&e->lock);
+    serve_task_free(t);
+    slot_reset(sl);
+    sl->last_used = ++e->tick;
+}
+
+/* Sample the slot's next token from its logits row and send what it adds to the answer. */
+static void slot_sample(serve_engine *e, slot *sl, const float *logits) {
+    serve_task *t = sl->task;
+    if (sl->state == SLOT_PREFILL) {
+        sl->state = SLOT_GEN;
+        sl->t_first = mf_time_s();
+        pthread_mutex_lock(&e->lock);
+        e->stats.prompt_tokens += (uint64_t)t->n_prompt;
+        e->stats.prompt_tokens_cached += (uint64_t)sl->n_hit;
+        e->stats.prompt_seconds += sl->t_first - sl->t_start;
+        pthread_mutex_unlock(&e->lock);
+        if (t->stream && t->kind == TASK_CHAT) { /* the role chunk opens a chat stream */
+            json_t *c = serve_chunk(e->s, t, "", 0, NULL, NULL, true);
+            const bool ok = c && mf_http_stream_push_json(t->stream_h, c) == MF_HTTP_PUSH_OK;
+            json_decref(c);
+            if (!ok) {
+                slot_cancel(e, sl, NULL);
+                return;
+            }
+        }
+    }
+    if (t->settings.n_predict == 0) { /* max_tokens 0: the prompt is in the cache, nothing more */
+        slot_finish(e, sl, MF_STOP_LENGTH);
+        return;
+    }
+    int32_t tok;
+    const char *text;
+    size_t len;
+    mf_stop_reason reason;
+    if (mf_gen_next(sl->gen, logits, &tok, &text, &len, &reason)) {
+        slot_cancel(e, sl, mf_last_error());
+        return;
+    }
+    sl->n_gen++;
+    json_t *lp = t->logprobs && reason != MF_STOP_EOG ? serve_logprob(e->s, logits, tok, t->top_logprobs, t->kind) : NULL;
+    const bool ok = emit(e, sl, text, len, lp);
+    json_decref(lp);
+    if (!ok) {
+        slot_cancel(e, sl, NULL);
+        return;
+    }
+    if (reason != MF_STOP_NONE) {
+        slot_finish(e, sl, reason);
+        return;
+    }
+    sl->next = tok;
+}
+
+/* ---- the step ---- */
+
+static int32_t active_slots(const serve_engine *e) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) n += e->slots[i].state != SLOT_IDLE;
+    return n;
+}
+
+/* Take queued tasks into idle slots; drop those whose client left while they waited. */
+static void admit(serve_engine *e) {
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        serve_task *t = NULL;
+        bool idle = false;
+        for (int32_t i = 0; i < e->n_slots; i++) idle |= e->slots[i].state == SLOT_IDLE;
+        if (e->head && (idle || task_gone(e->head))) {
+            t = e->head;
+            e->head = t->next;
+            if (!e->head) e->tail = NULL;
+            e->n_queued--;
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (!t) return;
+        if (task_gone(t)) {
+            pthread_mutex_lock(&e->lock);
+            e->stats.requests_cancelled++;
+            pthread_mutex_unlock(&e->lock);
+            serve_task_free(t);
+            continue;
+        }
+        slot *sl = pick_slot(e, t);
+        slot_start(e, sl, t);
+        if (slot_gen(e, sl)) slot_cancel(e, sl, mf_last_error());
+    }
+}
+
+static void step(serve_engine *e) {
+    const int32_t n_batch = e->s->p->n_batch;
+    int32_t n = 0, n_dec = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        if (sl->state != SLOT_GEN) continue;
+        e->b_tok[n] = sl->next, e->b_pos[n] = sl->n_cache, e->b_seq[n] = sl->id, e->b_logits[n] = 1;
+        e->row_slot[n++] = i;
+    }
+    n_dec = n;
+    /* prompt budget: a decode-only step's worth of prompt work beside generating slots, the whole
+     * batch otherwise (the estimates start at 0: the first steps take what fits) */
+    int32_t budget = n_batch - n;
+    if (n_dec && e->prefill_s_tok > 0) budget = MF_SERVE_MIN(budget, MF_SERVE_MAX(16, (int32_t)(e->decode_s / e->prefill_s_tok)));
+    int32_t n_pre = 0;
+    for (int32_t k = 0; k < e->n_slots && budget > 0; k++) {
+        const int32_t i = (e->rr + k) % e->n_slots;
+        slot *sl = &e->slots[i];
+        if (sl->state != SLOT_PREFILL) continue;
+        const serve_task *t = sl->task;
+        const int32_t take = MF_SERVE_MIN(t->n_prompt - sl->n_cache, budget);
+        for (int32_t j = 0; j < take; j++) {
+            const int32_t p = sl->n_cache + j;
+            e->b_tok[n] = t->prompt[p], e->b_pos[n] = p, e->b_seq[n] = sl->id;
+            e->b_logits[n] = p == t->n_prompt - 1;
+            e->row_slot[n++] = i;
+        }
+        budget -= take;
+        n_pre += take;
+    }
+    e->rr = (e->rr + 1) % e->n_slots;
+    if (n == 0) return;
+    const double t0 = mf_time_s();
+    mf_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .logits = e->b_logits};
+    mf_status st = mf_context_decode(e->ctx, &b);
+    const double dt = mf_time_s() - t0;
+    if (st) { /* nothing is stored (atomic): fail every request in the batch */
+        char msg[512];
+        snprintf(msg, sizeof msg, "decoding failed: %s", mf_last_error());
+        for (int32_t i = 0; i < e->n_slots; i++)
+            if (e->slots[i].state != SLOT_IDLE) slot_cancel(e, &e->slots[i], msg);
+        return;
+    }
+    /* running estimates (weight 0.2 for the newest): a decode-only step, and a prompt token's share
+     * of a step that prefilled (what the step took beyond its decode tokens) */
+    if (n_pre == 0) {
+        e->decode_s = e->decode_s > 0 ? 0.8 * e->decode_s + 0.2 * dt : dt;
+    } else {
+        const double per_tok = MF_SERVE_MAX(dt - (n_dec ? e->decode_s : 0.0), 0.0) / n_pre;
+        if (per_tok > 0) e->prefill_s_tok = e->prefill_s_tok > 0 ? 0.8 * e->prefill_s_tok + 0.2 * per_tok : per_tok;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.n_decode++;
+    pthread_mutex_unlock(&e->lock);
+    /* the batch is in the cache: the slots' token lists follow it */
+    for (int32_t r = 0; r < n; r++) {
+        slot *sl = &e->slots[e->row_slot[r]];
+        sl->cache[sl->n_cache++] = e->b_tok[r];
+    }
+    int32_t out = 0;
+    for (int32_t r = 0; r < n; r++) {
+        if (!e->b_logits[r]) continue;
+        slot *sl = &e->slots[e->row_slot[r]];
+        const float *logits = mf_context_logits(e->ctx, out++);
+        if (sl->state != SLOT_IDLE && logits) slot_sample(e, sl, logits);
+    }
+}
+
+static void *engine_main(void *arg) {
+    serve_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        while (!e->quit && !e->head && active_slots(e) == 0) pthread_cond_wait(&e->cond, &e->lock);
+        const bool quit = e->quit, stopping = e->stopping;
+        const double deadline = e->deadline;
+        pthread_mutex_unlock(&e->lock);
+        if (quit && active_slots(e) == 0) break;
+        if (!stopping) admit(e);
+        for (int32_t i = 0; i < e->n_slots; i++) { /* clients that left: their slots are free now */
+            slot *sl = &e->slots[i];
+            if (sl->state != SLOT_IDLE && task_gone(sl->task)) slot_cancel(e, sl, NULL);
+        }
+        if (stopping && mf_time_s() > deadline)
+            for (int32_t i = 0; i < e->n_slots; i++)
+                if (e->slots[i].state != SLOT_IDLE) slot_cancel(e, &e->slots[i], "the server is shutting down");
+        step(e);
+        pthread_mutex_lock(&e->lock);
+        int32_t busy = active_slots(e);
+        e->stats.busy_slots = busy;
+        e->stats.queued = e->n_queued;
+        e->stats.kv_used = mf_context_n_used(e->ctx);
+        for (int32_t i = 0; i < e->n_slots; i++)
+            e->view[i] = (struct slot_view){e->slots[i].state, e->slots[i].n_cache, e->slots[i].n_gen};
+        if (stopping && busy == 0) e->quit = true;
+        pthread_mutex_unlock(&e->lock);
+    }
+    return NULL;
+}
+
+/* ---- life ---- */
+
+mf_status serve_engine_create(serve *s, serve_engine **out) {
+    *out = NULL;
+    serve_engine *e = calloc(1, sizeof *e);
+    if (!e) return MF_ERR_NOMEM;
+    e->s = s;
+    e->n_slots = s->p->n_parallel;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    mf_context_params cp = s->p->ctx;
+    cp.n_ctx = s->n_ctx_slot * e->n_slots;
+    cp.n_threads = s->p->n_threads;
+    cp.n_ubatch = s->p->n_batch;
+    cp.kv_f32 = s->p->kv_f32;
+    mf_status st = mf_context_create(s->model, &cp, &e->ctx);
+    const size_t nb = (size_t)s->p->n_batch;
+    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
+    e->view = calloc((size_t)e->n_slots, sizeof *e->view);
+    e->b_tok = malloc(nb * sizeof *e->b_tok), e->b_pos = malloc(nb * sizeof *e->b_pos);
+    e->b_seq = malloc(nb * sizeof *e->b_seq), e->row_slot = malloc(nb * sizeof *e->row_slot);
+    e->b_logits = malloc(nb);
+    if (!st && (!e->slots || !e->view || !e->b_tok || !e->b_pos || !e->b_seq || !e->row_slot || !e->b_logits)) st = MF_ERR_NOMEM;
+    for (int32_t i = 0; !st && i < e->n_slots; i++) {
+        e->slots[i].id = i;
+        if (!(e->slots[i].cache = malloc((size_t)s->n_ctx_slot * sizeof(int32_t)))) st = MF_ERR_NOMEM;
+    }
+    if (!st && pthread_create(&e->thread, NULL, engine_main, e) != 0) st = MF_ERR_INTERNAL;
+    if (st) {
+        serve_engine_free(e);
+        return st;
+    }
+    e->thread_started = true;
+    *out = e;
+    return MF_OK;
+}
+
+bool serve_engine_reserve(serve_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    const bool ok = !e->stopping && e->n_queued + e->n_reserved < e->s->p->max_queue;
+    if (ok)
+        e->n_reserved++;
+    else
+        e->stats.requests_rejected++;
+    pthread_mutex_unlock(&e->lock);
+    return ok;
+}
+
+void serve_engine_unreserve(serve_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    e->n_reserved--;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void serve_engine_submit(serve_engine *e, serve_task *t) {
+    pthread_mutex_lock(&e->lock);
+    e->n_reserved--;
+    const bool ok = !e->stopping;
+    if (ok) {
+        t->t_queued = mf_time_s();
+        t->next = NULL;
+        if (e->tail) e->tail->next = t;
+        else e->head = t;
+        e->tail = t;
+        e->n_queued++;
+        e->stats.requests++;
+        pthread_cond_signal(&e->cond);
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (!ok) task_fail(e, t, 503, "the server is shutting down");
+}
+
+void serve_engine_stop(serve_engine *e, double grace_s) {
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    e->stopping = true;
+    e->deadline = mf_time_s() + grace_s;
+    serve_task *q = e->head; /* waiting tasks get 503 at once */
+    e->head = e->tail = NULL;
+    e->n_queued = 0;
+    if (!e->thread_started) e->quit = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    while (q) {
+        serve_task *next = q->next;
+        task_fail(e, q, 503, "the server is shutting down");
+        q = next;
+    }
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->quit = true;
+        pthread_cond_signal(&e->cond);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
+        e->thread_started = false;
+    }
+}
+
+void serve_engine_free(serve_engine *e) {
+    if (!e) return;
+    serve_engine_stop(e, 0);
+    for (int32_t i = 0; e->slots && i < e->n_slots; i++) {
+        if (e->slots[i].task) slot_cancel(e, &e->slots[i], "the server is shutting down");
+        free(e->slots[i].cache);
+        free(e->slots[i].text);
+    }
+    free(e->slots);
+    free(e->view);
+    free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->row_slot), free(e->b_logits);
+    mf_context_free(e->ctx);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
+    free(e);
+}
+
+void serve_engine_stats(serve_engine *e, serve_stats *out) {
+    pthread_mutex_lock(&e->lock);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->lock);
+}
+
+json_t *serve_engine_slots_json(serve_engine *e) {
+    json_t *a = json_array();
+    pthread_mutex_lock(&e->lock);
+    for (int32_t i = 0; a && i < e->n_slots; i++) {
+        const struct slot_view *v = &e->view[i];
+        const char *state = v->state == SLOT_IDLE ? "idle" : v->state == SLOT_PREFILL ? "prefill" : "generating";
+        json_array_append_new(a, json_pack("{s:i,s:i,s:b,s:s,s:i,s:I}", "id", (int)i, "n_ctx", (int)e->s->n_ctx_slot,
+                                           "is_processing", v->state != SLOT_IDLE, "state", state,
+                                           "n_cached_tokens", (int)v->n_cache, "n_decoded", (json_int_t)v->n_gen));
+    }
+    pthread_mutex_unlock(&e->lock);
+    return a;
+}
