@@ -122,7 +122,7 @@ json_t *serve_chunk(const serve *s, const serve_task *t, const char *text, size_
         if (txt) json_object_set(delta, "content", txt);
         json_object_set_new(choice, "delta", delta);
     } else {
-        json_object_set(choice, "text", txt ? txt : json_string(""));
+        json_object_set_new(choice, "text", txt ? json_incref(txt) : json_string(""));
     }
     json_decref(txt);
     json_object_set_new(c, "choices", json_pack("[o]", choice));

@@ -48,9 +48,8 @@ struct serve_engine {
     pthread_cond_t cond;
     serve_task *head, *tail; /* waiting for a slot */
     int32_t n_queued, n_reserved;
-    bool stopping; /* no new tasks; running ones finish until the deadline */
+    bool stopping; /* no new tasks; accepted ones finish until the deadline */
     double deadline;
-    bool quit;
     serve_stats stats;
     uint64_t tick;
     int32_t *b_tok, *b_pos, *b_seq, *row_slot;
@@ -431,33 +430,50 @@ static void step(serve_engine *e) {
     }
 }
 
+/* Fail every queued task (the grace of a stop ran out). */
+static void fail_queue(serve_engine *e, const char *why) {
+    pthread_mutex_lock(&e->lock);
+    serve_task *q = e->head;
+    e->head = e->tail = NULL;
+    e->n_queued = 0;
+    pthread_mutex_unlock(&e->lock);
+    while (q) {
+        serve_task *next = q->next;
+        task_fail(e, q, 503, why);
+        q = next;
+    }
+}
+
 static void *engine_main(void *arg) {
     serve_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->lock);
-        while (!e->quit && !e->head && active_slots(e) == 0) pthread_cond_wait(&e->cond, &e->lock);
-        const bool quit = e->quit, stopping = e->stopping;
+        while (!e->stopping && !e->head && active_slots(e) == 0) pthread_cond_wait(&e->cond, &e->lock);
+        const bool stopping = e->stopping;
         const double deadline = e->deadline;
         pthread_mutex_unlock(&e->lock);
-        if (quit && active_slots(e) == 0) break;
-        if (!stopping) admit(e);
+        /* A stop lets what was accepted (running or queued) finish until the deadline. */
+        if (stopping && mf_time_s() > deadline) {
+            for (int32_t i = 0; i < e->n_slots; i++)
+                if (e->slots[i].state != SLOT_IDLE) slot_cancel(e, &e->slots[i], "the server is shutting down");
+            fail_queue(e, "the server is shutting down");
+        }
+        admit(e);
         for (int32_t i = 0; i < e->n_slots; i++) { /* clients that left: their slots are free now */
             slot *sl = &e->slots[i];
             if (sl->state != SLOT_IDLE && task_gone(sl->task)) slot_cancel(e, sl, NULL);
         }
-        if (stopping && mf_time_s() > deadline)
-            for (int32_t i = 0; i < e->n_slots; i++)
-                if (e->slots[i].state != SLOT_IDLE) slot_cancel(e, &e->slots[i], "the server is shutting down");
         step(e);
         pthread_mutex_lock(&e->lock);
-        int32_t busy = active_slots(e);
+        const int32_t busy = active_slots(e);
         e->stats.busy_slots = busy;
         e->stats.queued = e->n_queued;
         e->stats.kv_used = mf_context_n_used(e->ctx);
         for (int32_t i = 0; i < e->n_slots; i++)
             e->view[i] = (struct slot_view){e->slots[i].state, e->slots[i].n_cache, e->slots[i].n_gen};
-        if (stopping && busy == 0) e->quit = true;
+        const bool done = e->stopping && busy == 0 && !e->head;
         pthread_mutex_unlock(&e->lock);
+        if (done) break;
     }
     return NULL;
 }
@@ -537,27 +553,17 @@ void serve_engine_submit(serve_engine *e, serve_task *t) {
 void serve_engine_stop(serve_engine *e, double grace_s) {
     if (!e) return;
     pthread_mutex_lock(&e->lock);
-    e->stopping = true;
-    e->deadline = mf_time_s() + grace_s;
-    serve_task *q = e->head; /* waiting tasks get 503 at once */
-    e->head = e->tail = NULL;
-    e->n_queued = 0;
-    if (!e->thread_started) e->quit = true;
+    if (!e->stopping) { /* the first stop sets the deadline */
+        e->stopping = true;
+        e->deadline = mf_time_s() + grace_s;
+    }
     pthread_cond_signal(&e->cond);
     pthread_mutex_unlock(&e->lock);
-    while (q) {
-        serve_task *next = q->next;
-        task_fail(e, q, 503, "the server is shutting down");
-        q = next;
-    }
     if (e->thread_started) {
-        pthread_mutex_lock(&e->lock);
-        e->quit = true;
-        pthread_cond_signal(&e->cond);
-        pthread_mutex_unlock(&e->lock);
         pthread_join(e->thread, NULL);
         e->thread_started = false;
     }
+    fail_queue(e, "the server is shutting down"); /* a submit that raced the thread's end */
 }
 
 void serve_engine_free(serve_engine *e) {

@@ -64,8 +64,8 @@ typedef struct serve {
 /* ---- engine (serve_engine.c) ---- */
 
 mf_status serve_engine_create(serve *s, serve_engine **out);
-/* Stop admitting (new tasks are answered 503), let running tasks finish for grace_s, cancel the
- * rest, join the thread. The engine still takes (and refuses) calls until serve_engine_free. */
+/* Stop taking tasks (new ones are answered 503), let the accepted ones (running or queued) finish
+ * for grace_s, cancel the rest, join the thread. The engine still takes (and refuses) calls until serve_engine_free. */
 void serve_engine_stop(serve_engine *e, double grace_s);
 void serve_engine_free(serve_engine *e); /* stops first if needed; NULL fine */
 /* Reserve a place in the queue before opening a task's answer; false when the queue is full or the

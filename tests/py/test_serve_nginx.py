@@ -113,9 +113,10 @@ class Stream(threading.Thread):
     """A streamed chat through nginx, read line by line: which server answered (the model field),
     whether it ended with [DONE], and whether it broke."""
 
-    def __init__(self, port, i):
+    def __init__(self, port, i, n_tokens=None):
         super().__init__(daemon=True)
         self.port, self.i = port, i
+        self.n_tokens = n_tokens or (400 if i % 2 else 300)
         self.model, self.done, self.error, self.n = None, False, None, 0
         self.started = threading.Event()
 
@@ -123,7 +124,7 @@ class Stream(threading.Thread):
         try:
             c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120 * SLOW)
             body = {"messages": [{"role": "user", "content": f"stream {self.i}"}], "stream": True,
-                    "max_tokens": 400 if self.i % 2 else 300, "ignore_eos": True}
+                    "max_tokens": self.n_tokens, "ignore_eos": True}
             c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
             r = c.getresponse()
             if r.status != 200:
@@ -186,7 +187,7 @@ def test_a_stopping_server_hands_over(cluster):
     """SIGTERM to one server: its /health and new requests answer 503 at once, which nginx passes
     to the other server; the running request on it finishes."""
     port, a, b = cluster
-    long = Stream(port, 1)
+    long = Stream(port, 1, n_tokens=150)  # well inside the 10 s grace, even on a loaded machine
     long.start()
     assert long.started.wait(60 * SLOW)
     victim = a if long.model == "a" else b
@@ -200,6 +201,6 @@ def test_a_stopping_server_hands_over(cluster):
         assert st == 200, body
         models.append(body["model"])
     long.join(60 * SLOW)
-    assert long.done and not long.error
+    assert long.done and not long.error, long.error
     assert models and set(models) == {other}
     assert victim.proc.wait(timeout=30 * SLOW) == 0
