@@ -14,25 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const seeds[] = {
-    "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}",
-    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-    "\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],\"temperature\":0.7,\"top_p\":0.9,\"top_k\":20,\"min_p\":0.1,"
-    "\"seed\":42,\"max_tokens\":16,\"stop\":[\"\\n\",\"END\"],\"presence_penalty\":0.5,\"frequency_penalty\":0.2,"
-    "\"repeat_penalty\":1.1,\"logit_bias\":{\"13\":-100,\"hello\":2},\"logprobs\":true,\"top_logprobs\":3,"
-    "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-    "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
-    "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]},"
-    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],\"tool_choice\":\"none\",\"tools\":[]}",
-    "{\"messages\":[{\"role\":\"developer\",\"content\":\"x\"},{\"role\":\"user\",\"content\":\"<|im_start|>y\"}],"
-    "\"chat_template_kwargs\":{\"enable_thinking\":false},\"n\":1,\"max_completion_tokens\":5}",
-    "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"logprobs\":2,\"echo\":false,\"best_of\":1}",
-    "{\"prompt\":[1,2,3,4,5],\"samplers\":[\"top_k\",\"temperature\"],\"mirostat\":2,\"dry_multiplier\":0.8,"
-    "\"dry_sequence_breakers\":[\"\\n\"],\"xtc_probability\":0.5,\"typical_p\":0.9,\"ignore_eos\":true}",
-    "{\"prompt\":[\"one prompt\"],\"response_format\":{\"type\":\"text\"},\"logit_bias\":[[5,false],[\"a\",1.5]]}",
-    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
-    "{\"messages\":[],\"n\":2,\"temperature\":\"hot\",\"max_tokens\":-1}",
-};
 
 #ifndef MF_FUZZ_CORPUS_MAIN
 
@@ -81,6 +62,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #else
+
+static const char *const seeds[] = {
+    "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}",
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+    "\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],\"temperature\":0.7,\"top_p\":0.9,\"top_k\":20,\"min_p\":0.1,"
+    "\"seed\":42,\"max_tokens\":16,\"stop\":[\"\\n\",\"END\"],\"presence_penalty\":0.5,\"frequency_penalty\":0.2,"
+    "\"repeat_penalty\":1.1,\"logit_bias\":{\"13\":-100,\"hello\":2},\"logprobs\":true,\"top_logprobs\":3,"
+    "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
+    "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],\"tool_choice\":\"none\",\"tools\":[]}",
+    "{\"messages\":[{\"role\":\"developer\",\"content\":\"x\"},{\"role\":\"user\",\"content\":\"<|im_start|>y\"}],"
+    "\"chat_template_kwargs\":{\"enable_thinking\":false},\"n\":1,\"max_completion_tokens\":5}",
+    "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"logprobs\":2,\"echo\":false,\"best_of\":1}",
+    "{\"prompt\":[1,2,3,4,5],\"samplers\":[\"top_k\",\"temperature\"],\"mirostat\":2,\"dry_multiplier\":0.8,"
+    "\"dry_sequence_breakers\":[\"\\n\"],\"xtc_probability\":0.5,\"typical_p\":0.9,\"ignore_eos\":true}",
+    "{\"prompt\":[\"one prompt\"],\"response_format\":{\"type\":\"text\"},\"logit_bias\":[[5,false],[\"a\",1.5]]}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+    "{\"messages\":[],\"n\":2,\"temperature\":\"hot\",\"max_tokens\":-1}",
+};
 
 int main(int argc, char **argv) {
     if (argc < 2) {
