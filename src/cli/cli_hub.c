@@ -133,8 +133,8 @@ const char *cli_model(const char *ref) {
     char *path = NULL;
     mf_status s = mf_hub_resolve(h, ref, 0, &path);
     mf_hub_free(h);
-    if (s != MF_OK) {
-        cli_error_status(s, ref);
+    if (s != MF_OK) { /* the hub's messages name the reference already */
+        cli_error("%s", mf_last_error()[0] ? mf_last_error() : mf_status_str(s));
         return NULL;
     }
     if (n_resolved == (int)CLI_ARRAY_LEN(resolved)) return path; /* past the table: kept until exit */

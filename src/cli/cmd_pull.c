@@ -48,7 +48,7 @@ int cmd_pull(int argc, char **argv) {
     mf_status s = mf_hub_resolve(h, ref, remote ? MF_HUB_UPDATE : MF_HUB_NO_DOWNLOAD, &path);
     mf_hub_free(h);
     if (s != MF_OK) {
-        cli_error_status(s, ref);
+        cli_error("%s", mf_last_error()[0] ? mf_last_error() : mf_status_str(s));
         return 1;
     }
     printf("%s\n", path);

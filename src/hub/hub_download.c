@@ -4,8 +4,8 @@
  * connection) and up to `connections` range requests fetch them at once over libcurl's multi
  * interface, on the calling thread. Bytes go with pwrite into FINAL.minfer-part, preallocated to
  * the whole size (a full disk fails at once, before anything is fetched); FINAL.minfer-state says
- * how many bytes of each chunk are on disk, and is replaced (after an fdatasync of the data) about
- * once a second, so a run that is killed resumes from its last checkpoint. A server that answers a
+ * how many bytes of each chunk are on disk, and is replaced ten times a second (durably at the end
+ * of a run), so a run that is killed resumes from its last tenth of a second. A server that answers a
  * range request with 200 gets one transfer of the whole file from byte 0; a truncated answer is
  * resumed from its last byte; after the last byte the digest of the whole file is checked, and
  * only then is the file renamed to its final name. A file lock around all of it makes a second
@@ -60,6 +60,7 @@ struct dl {
     int n_x, max_conn;
     mf_status err;       /* the first fatal failure (message recorded) */
     uint64_t fetched;
+    uint64_t best_done;  /* the most bytes ever on disk in this run: progress is going past it */
     double t0, t_progress, t_checkpoint;
 };
 
@@ -78,8 +79,12 @@ char *hub_partial_path(const char *final_path) { return hub_fmt("%s.minfer-part"
 
 /* ---- the state file ---- */
 
-static mf_status save_state(dl *d) {
-    if (d->fd >= 0 && fdatasync(d->fd) != 0 && errno != EINVAL)
+/* Write the state file. Often (durable false): a new file renamed over the old one, no fsync, so a
+ * killed process leaves a state that matches the data in the page cache; after a power loss the two
+ * may disagree, which the digest check at the end catches. At the end of a run (durable): the data
+ * fdatasynced first, then the state through an atomic, fsynced replace. */
+static mf_status save_state(dl *d, bool durable) {
+    if (durable && d->fd >= 0 && fdatasync(d->fd) != 0 && errno != EINVAL)
         return mf_fail(MF_ERR_IO, "writing '%s': %s", d->partial, strerror(errno));
     size_t cap = 160 + 21 * (size_t)d->n_chunks, n;
     char *s = mf_malloc(cap);
@@ -88,7 +93,20 @@ static mf_status save_state(dl *d) {
                          d->b->digest, (unsigned long long)d->chunk_size);
     for (uint32_t c = 0; c < d->n_chunks; c++) n += (size_t)snprintf(s + n, cap - n, " %llu", (unsigned long long)d->done[c]);
     n += (size_t)snprintf(s + n, cap - n, "\n");
-    mf_status st = hub_write_atomic(d->state, s, n);
+    mf_status st = MF_OK;
+    if (durable) {
+        st = hub_write_atomic(d->state, s, n);
+    } else {
+        char *tmp = hub_fmt("%s.tmp", d->state);
+        const int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+        const bool ok = fd >= 0 && write(fd, s, n) == (ssize_t)n;
+        if (fd >= 0) close(fd);
+        if (!ok || rename(tmp, d->state) != 0) {
+            st = mf_fail(MF_ERR_IO, "writing '%s': %s", d->state, strerror(errno));
+            if (tmp) unlink(tmp);
+        }
+        free(tmp);
+    }
     free(s);
     return st;
 }
@@ -264,7 +282,7 @@ static mf_status start_xfer(dl *d, uint32_t c) {
     x->start = x->pos = chunk_start(d, c) + d->done[c];
     x->end = chunk_start(d, c) + chunk_len(d, c);
     x->used_direct = d->direct_url != NULL;
-    x->e = hub_curl_new(d->h, x->used_direct ? d->direct_url : d->b->url, x->errbuf, &x->hd, &x->list, NULL);
+    x->e = hub_curl_new(d->h, d->b->site, x->used_direct ? d->direct_url : d->b->url, x->errbuf, &x->hd, &x->list, NULL);
     if (!x->e) {
         free(x);
         return mf_fail(MF_ERR_NOMEM, "cannot start an HTTP transfer");
@@ -305,7 +323,9 @@ static void finish_xfer(dl *d, xfer *x, CURLcode rc, double now) {
     d->busy[x->chunk] = 0;
     if (x->whole) d->whole_mode = false;
     if (!x->checked && status >= 300) x->error_answer = true; /* an error answer without a body */
-    const bool progress = x->pos > x->start, complete = rc == CURLE_OK && x->checked && !x->error_answer && x->pos == x->end;
+    const uint64_t now_done = bytes_done(d);
+    const bool progress = now_done > d->best_done, complete = rc == CURLE_OK && x->checked && !x->error_answer && x->pos == x->end;
+    if (progress) d->best_done = now_done;
     if (d->err != MF_OK || x->dropped || complete) {
         free(x);
         return;
@@ -373,13 +393,14 @@ static mf_status run_transfers(dl *d) {
             d->t_progress = now;
             if (report(d, now)) d->err = mf_fail(MF_ERR_IO, "%s: cancelled", d->b->what);
         }
-        if (now - d->t_checkpoint >= 1.0) {
+        if (now - d->t_checkpoint >= 0.1) {
             d->t_checkpoint = now;
-            mf_status s = save_state(d);
+            mf_status s = save_state(d, false);
             if (s != MF_OK) d->err = s;
         }
         curl_multi_poll(d->m, NULL, 0, 100, NULL);
     }
+    if (d->err == MF_OK) report(d, mf_time_s()); /* the last bytes and the whole time */
     while (d->n_x) { /* after a failure: stop what still runs */
         xfer *x = d->x[0];
         x->dropped = true;
@@ -399,6 +420,7 @@ static mf_status download_locked(mf_hub *h, const hub_blob *b, dl *d) {
     chunk = MF_MAX(chunk, MIN_CHUNK);
     chunk = (chunk + 65535) & ~(uint64_t)65535;
     if (d->size / chunk >= MAX_CHUNKS) chunk = d->size / (MAX_CHUNKS - 1) + 1;
+    chunk = MF_MIN(chunk, MF_MAX(d->size, 1));
     d->chunk_size = chunk;
     d->n_chunks = d->size ? (uint32_t)((d->size + chunk - 1) / chunk) : 0;
     const uint32_t cap = MAX_CHUNKS;
@@ -420,14 +442,15 @@ static mf_status download_locked(mf_hub *h, const hub_blob *b, dl *d) {
             unlink(d->state);
             return s;
         }
-        if ((s = save_state(d)) != MF_OK) return s;
+        if ((s = save_state(d, false)) != MF_OK) return s;
     } else if (bytes_done(d) > 0) {
         char a[32], t[32];
         hub_note(h, "%s: resuming a partial download (%s of %s on disk)", b->name, hub_bytes_str(bytes_done(d), a, sizeof a),
                  hub_bytes_str(d->size, t, sizeof t));
     }
+    d->best_done = bytes_done(d);
     s = run_transfers(d);
-    mf_status s2 = save_state(d);
+    mf_status s2 = save_state(d, true);
     if (s != MF_OK) return s;
     if (s2 != MF_OK) return s2;
     if (fsync(d->fd) != 0) return mf_fail(MF_ERR_IO, "writing '%s': %s", d->partial, strerror(errno));

@@ -102,7 +102,7 @@ bool hub_same_host(const char *url, const char *base) {
     return same;
 }
 
-CURL *hub_curl_new(mf_hub *h, const char *url, char *errbuf, hub_headers *hd, struct curl_slist **list,
+CURL *hub_curl_new(mf_hub *h, hub_site site, const char *url, char *errbuf, hub_headers *hd, struct curl_slist **list,
                    const char *accept) {
     CURL *e = curl_easy_init();
     if (!e) return NULL;
@@ -130,7 +130,7 @@ CURL *hub_curl_new(mf_hub *h, const char *url, char *errbuf, hub_headers *hd, st
     }
     /* The token goes to the Hugging Face endpoint only. As a Bearer auth of libcurl's own it is not
      * sent on after a redirect to another host, port or scheme (CURLOPT_UNRESTRICTED_AUTH unset). */
-    if (h->hf_token && hub_same_host(url, h->hf_endpoint)) {
+    if (site == HUB_SITE_HF && h->hf_token && hub_same_host(url, h->hf_endpoint)) {
         curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
         curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, h->hf_token);
     }
@@ -181,7 +181,7 @@ mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, s
         char errbuf[CURL_ERROR_SIZE];
         struct curl_slist *list = NULL;
         membuf b = {.max = max};
-        CURL *e = hub_curl_new(h, rq->url, errbuf, hd, &list, rq->accept);
+        CURL *e = hub_curl_new(h, rq->site, rq->url, errbuf, hd, &list, rq->accept);
         if (!e) return mf_fail(MF_ERR_NOMEM, "cannot start an HTTP request");
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, mem_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);

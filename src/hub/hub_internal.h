@@ -85,9 +85,9 @@ typedef struct hub_request {
 } hub_request;
 
 /* Prepare an easy handle with minfer's settings: redirects (at most 10, http(s) only), timeouts, a
- * stall limit, and the token only for the Hugging Face endpoint's own host (libcurl drops it on a
+ * stall limit, and the token only for Hugging Face requests to the endpoint's own host (libcurl drops it on a
  * redirect to another host, and hub_curl_auth is consulted for every URL we pick ourselves). */
-CURL *hub_curl_new(mf_hub *h, const char *url, char *errbuf, hub_headers *hd, struct curl_slist **list,
+CURL *hub_curl_new(mf_hub *h, hub_site site, const char *url, char *errbuf, hub_headers *hd, struct curl_slist **list,
                    const char *accept);
 /* Whether url is on the same scheme, host and port as the Hugging Face endpoint. */
 bool hub_same_host(const char *url, const char *base);
