@@ -7,8 +7,9 @@
  * how many bytes of each chunk are on disk, and is replaced ten times a second (durably at the end
  * of a run), so a run that is killed resumes from its last tenth of a second. A server that answers a
  * range request with 200 gets one transfer of the whole file from byte 0; a truncated answer is
- * resumed from its last byte; after the last byte the digest of the whole file is checked, and
- * only then is the file renamed to its final name. A file lock around all of it makes a second
+ * resumed from its last byte. The digest is computed as the prefix on disk grows (the front transfer's
+ * bytes as they arrive, the others' read back once they join it), checked after the last byte, and
+ * only then is the file fsynced and renamed to its final name. A file lock around all of it makes a second
  * process wait and then take the finished file. */
 #include "hub/hub_internal.h"
 
@@ -61,6 +62,9 @@ struct dl {
     mf_status err;       /* the first fatal failure (message recorded) */
     uint64_t fetched;
     uint64_t best_done;  /* the most bytes ever on disk in this run: progress is going past it */
+    hub_digest dg;       /* of bytes [0, hashed): the prefix on disk, hashed as it grows */
+    uint64_t hashed;
+    uint8_t *buf;        /* for reading back what other transfers wrote */
     double t0, t_progress, t_checkpoint;
 };
 
@@ -240,6 +244,9 @@ static bool check_answer(xfer *x) {
     for (int i = 0; i < d->n_x; i++)
         if (d->x[i] != x) d->x[i]->dropped = true;
     memset(d->done, 0, sizeof *d->done * d->n_chunks);
+    hub_digest_free(&d->dg);
+    if ((d->err = hub_digest_begin(&d->dg, strlen(d->b->digest), d->size)) != MF_OK) return false;
+    d->hashed = 0;
     x->start = x->pos = 0;
     x->end = d->size;
     return true;
@@ -269,6 +276,10 @@ static size_t on_data(char *p, size_t size, size_t nm, void *user) {
         off += (size_t)w;
     }
     account(d, x->pos, n);
+    if (x->pos == d->hashed) { /* the front of the file: hashed as it arrives, never read back */
+        hub_digest_update(&d->dg, p, n);
+        d->hashed += n;
+    }
     x->pos += n;
     d->fetched += n;
     return n;
@@ -290,6 +301,7 @@ static mf_status start_xfer(dl *d, uint32_t c) {
     char range[64];
     snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)x->start, (unsigned long long)x->end - 1);
     curl_easy_setopt(x->e, CURLOPT_RANGE, range);
+    curl_easy_setopt(x->e, CURLOPT_BUFFERSIZE, 256L << 10); /* fewer, larger writes */
     curl_easy_setopt(x->e, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(x->e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(x->e, CURLOPT_PRIVATE, x);
@@ -369,6 +381,26 @@ static int report(dl *d, double now) {
     return d->h->progress(&p, d->h->progress_user);
 }
 
+/* Hash what the other transfers wrote once it joins the prefix on disk, at most budget bytes
+ * (read back from the page cache), so the digest is nearly done when the last byte arrives. */
+static mf_status hash_catch_up(dl *d, uint64_t budget) {
+    uint64_t prefix = 0;
+    for (uint32_t c = 0; c < d->n_chunks; c++) {
+        prefix += d->done[c];
+        if (d->done[c] < chunk_len(d, c)) break;
+    }
+    while (d->hashed < prefix && budget > 0) {
+        const size_t k = (size_t)MF_MIN(MF_MIN(prefix - d->hashed, budget), (uint64_t)1 << 20);
+        const ssize_t r = pread(d->fd, d->buf, k, (off_t)d->hashed);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return mf_fail(MF_ERR_IO, "reading '%s': %s", d->partial, r < 0 ? strerror(errno) : "unexpected end");
+        hub_digest_update(&d->dg, d->buf, (size_t)r);
+        d->hashed += (uint64_t)r;
+        budget -= (uint64_t)r;
+    }
+    return MF_OK;
+}
+
 /* Fetch the missing bytes into the open partial file. */
 static mf_status run_transfers(dl *d) {
     if (!(d->m = curl_multi_init())) return mf_fail(MF_ERR_NOMEM, "cannot start HTTP transfers");
@@ -398,6 +430,7 @@ static mf_status run_transfers(dl *d) {
             mf_status s = save_state(d, false);
             if (s != MF_OK) d->err = s;
         }
+        if (d->err == MF_OK) d->err = hash_catch_up(d, 8u << 20);
         curl_multi_poll(d->m, NULL, 0, 100, NULL);
     }
     if (d->err == MF_OK) report(d, mf_time_s()); /* the last bytes and the whole time */
@@ -449,15 +482,18 @@ static mf_status download_locked(mf_hub *h, const hub_blob *b, dl *d) {
                  hub_bytes_str(d->size, t, sizeof t));
     }
     d->best_done = bytes_done(d);
+    if (!(d->buf = mf_malloc(1 << 20))) return MF_ERR_NOMEM;
+    if ((s = hub_digest_begin(&d->dg, strlen(b->digest), d->size)) != MF_OK) return s;
     s = run_transfers(d);
     mf_status s2 = save_state(d, true);
     if (s != MF_OK) return s;
     if (s2 != MF_OK) return s2;
+    char got[72] = "";
+    if ((s = hash_catch_up(d, UINT64_MAX)) != MF_OK) return s;
+    hub_digest_end(&d->dg, got);
     if (fsync(d->fd) != 0) return mf_fail(MF_ERR_IO, "writing '%s': %s", d->partial, strerror(errno));
     close(d->fd);
     d->fd = -1;
-    char got[72] = "";
-    if ((s = hub_digest_file(d->partial, strlen(b->digest), got)) != MF_OK) return s;
     if (strcasecmp(got, b->digest)) {
         unlink(d->partial);
         unlink(d->state);
@@ -503,6 +539,8 @@ mf_status hub_download(mf_hub *h, const hub_blob *b, bool *cached) {
     free(d.fails);
     free(d.not_before);
     free(d.direct_url);
+    free(d.buf);
+    hub_digest_free(&d.dg);
     hub_unlock(lock);
     return s;
 }

@@ -117,44 +117,40 @@ mf_status hub_symlink_atomic(const char *target, const char *link) {
     return s;
 }
 
-mf_status hub_digest_file(const char *path, size_t hex_len, char *out) {
-    if (hex_len != 64 && hex_len != 40) return mf_fail(MF_ERR_ARG, "digest of %zu hex digits", hex_len);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mf_fail(MF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
+mf_status hub_digest_begin(hub_digest *g, size_t hex_len, uint64_t size) {
+    g->ctx = NULL;
+    g->hex_len = hex_len;
+    if (hex_len != 64 && hex_len != 40) return mf_fail(MF_ERR_ARG, "a digest of %zu hex digits", hex_len);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    const size_t buf_size = 1 << 20;
-    unsigned char *buf = malloc(buf_size);
-    mf_status s = MF_OK;
-    if (!ctx || !buf || fstat(fd, &st) != 0 ||
-        !EVP_DigestInit_ex(ctx, hex_len == 64 ? EVP_sha256() : EVP_sha1(), NULL)) {
-        s = mf_fail(MF_ERR_INTERNAL, "cannot start a digest of '%s'", path);
-        goto done;
+    if (!ctx || !EVP_DigestInit_ex(ctx, hex_len == 64 ? EVP_sha256() : EVP_sha1(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return mf_fail(MF_ERR_INTERNAL, "OpenSSL cannot start a %s digest", hex_len == 64 ? "SHA-256" : "SHA-1");
     }
     if (hex_len == 40) { /* git's blob object: "blob <size>\0" then the content */
         char head[32];
-        const int n = snprintf(head, sizeof head, "blob %llu", (unsigned long long)st.st_size);
+        const int n = snprintf(head, sizeof head, "blob %llu", (unsigned long long)size);
         EVP_DigestUpdate(ctx, head, (size_t)n + 1);
     }
-    for (;;) {
-        const ssize_t n = read(fd, buf, buf_size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            s = mf_fail(MF_ERR_IO, "reading '%s': %s", path, strerror(errno));
-            goto done;
-        }
-        if (n == 0) break;
-        EVP_DigestUpdate(ctx, buf, (size_t)n);
-    }
+    g->ctx = ctx;
+    return MF_OK;
+}
+
+void hub_digest_update(hub_digest *g, const void *data, size_t n) {
+    if (g->ctx) EVP_DigestUpdate(g->ctx, data, n);
+}
+
+void hub_digest_end(hub_digest *g, char *out) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned md_len = 0;
-    EVP_DigestFinal_ex(ctx, md, &md_len);
+    out[0] = 0;
+    if (g->ctx) EVP_DigestFinal_ex(g->ctx, md, &md_len);
     for (unsigned i = 0; i < md_len; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
-done:
-    free(buf);
-    EVP_MD_CTX_free(ctx);
-    close(fd);
-    return s;
+    hub_digest_free(g);
+}
+
+void hub_digest_free(hub_digest *g) {
+    EVP_MD_CTX_free(g->ctx);
+    g->ctx = NULL;
 }
 
 bool hub_is_hex(const char *s, size_t n) {

@@ -41,9 +41,17 @@ void hub_unlock(int fd);
 mf_status hub_write_atomic(const char *path, const void *data, size_t n);
 /* Point link at target (a relative path) atomically: symlink to a temporary name, rename. */
 mf_status hub_symlink_atomic(const char *target, const char *link);
-/* Hex digest of a file: 64 hex digits are a SHA-256 of its bytes, 40 a git blob SHA-1 ("blob N\0"
- * then the bytes), as Hugging Face names its LFS and plain files. out: 65 bytes. */
-mf_status hub_digest_file(const char *path, size_t hex_len, char *out);
+/* An incremental digest: 64 hex digits are a SHA-256 of the bytes, 40 a git blob SHA-1 ("blob N\0"
+ * then the bytes), as Hugging Face names its LFS and plain files (size: all bytes, for git's header).
+ * hub_digest_end writes the lowercase hex (65 bytes) and frees; hub_digest_free drops it. */
+typedef struct hub_digest {
+    void *ctx;
+    size_t hex_len;
+} hub_digest;
+mf_status hub_digest_begin(hub_digest *g, size_t hex_len, uint64_t size);
+void hub_digest_update(hub_digest *g, const void *data, size_t n);
+void hub_digest_end(hub_digest *g, char *out);
+void hub_digest_free(hub_digest *g);
 /* n hex digits (lowercase or upper) and nothing else. */
 bool hub_is_hex(const char *s, size_t n);
 /* A relative path from a server that may be used under a folder: no leading '/', no empty, "." or
