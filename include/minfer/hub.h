@@ -83,7 +83,7 @@ const char *mf_hub_ollama_dir(const mf_hub *h);
  *   without SEL the repository must hold one GGUF model (else MF_ERR_NOT_FOUND lists the choices).
  *   A cached copy of the branch main is used without asking the server.
  * - ollama:[HOST/][NAMESPACE/]MODEL[:TAG]: a model an Ollama already pulled is used in place.
- * - an existing file: itself;
+ * - an existing file, or a path that names none (a '/' and no ':'): itself, for the caller to open;
  * - the name of a cached model (mf_hub_list): exact, then a unique prefix.
  * *path: caller frees. Errors say what to do (MF_ERR_NOT_FOUND, MF_ERR_IO with the server's answer,
  * MF_ERR_FORMAT for a hostile or broken answer, MF_ERR_ARG for a malformed reference). */

@@ -209,11 +209,9 @@ mf_status mf_hub_resolve(mf_hub *h, const char *ref, unsigned flags, char **path
     if (s != MF_OK) return s;
     if (r.kind == HUB_REF_HF) return hub_hf_resolve(h, &r, flags, path);
     if (r.kind == HUB_REF_OLLAMA) return hub_ollama_resolve(h, &r, flags, path);
+    /* Something on disk, or a path (a '/' and no ':'): itself, for the caller's own open to judge. */
     struct stat st;
-    if (stat(ref, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return mf_fail(MF_ERR_ARG, "'%s' is a folder, not a model file", ref);
-        return (*path = mf_strdup(ref)) ? MF_OK : MF_ERR_NOMEM;
-    }
+    if (stat(ref, &st) == 0 || (strchr(ref, '/') && !strchr(ref, ':'))) return (*path = mf_strdup(ref)) ? MF_OK : MF_ERR_NOMEM;
     mf_hub_model *models;
     size_t n, i;
     s = find_cached(h, ref, &models, &n, &i);
