@@ -82,11 +82,79 @@ static void test_select(void) {
     CHECK(hub_select(f, 4, "Q8_0", "hf:o/r", &idx, &n) == MF_ERR_NOT_FOUND && strstr(mf_last_error(), "part 1 of 2"));
 }
 
+static void test_server_answers(void) {
+    /* the tree API: one check per refusal */
+    const char *bad_trees[] = {
+        "{}",
+        "[{\"type\":\"file\",\"path\":\"../x.gguf\",\"oid\":\"0000000000000000000000000000000000000000\",\"size\":1}]",
+        "[{\"type\":\"file\",\"path\":\"/x.gguf\",\"oid\":\"0000000000000000000000000000000000000000\",\"size\":1}]",
+        "[{\"type\":\"file\",\"oid\":\"0000000000000000000000000000000000000000\",\"size\":1}]",
+        "[{\"type\":\"file\",\"path\":\"x.gguf\",\"oid\":\"00\",\"size\":1}]",
+        "[{\"type\":\"file\",\"path\":\"x.gguf\",\"oid\":\"0000000000000000000000000000000000000000\",\"size\":-1}]",
+        "[{\"type\":\"file\",\"path\":\"x.gguf\",\"lfs\":{\"oid\":\"0000000000000000000000000000000000000000\",\"size\":1}}]",
+        "[1",
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(bad_trees); i++) {
+        hub_file *f = NULL;
+        size_t n = 0, cap = 0;
+        CHECKF(hub_hf_parse_tree(bad_trees[i], strlen(bad_trees[i]), "t", &f, &n, &cap) == MF_ERR_FORMAT, "%s", bad_trees[i]);
+        hub_files_free(f, n);
+    }
+    const char *good = "[{\"type\":\"directory\",\"path\":\"d\"},{\"type\":\"file\",\"path\":\"d/m-Q4_0.gguf\",\"oid\":\"0000000000000000000000000000000000000000\",\"size\":7,"
+                       "\"lfs\":{\"oid\":\"ABCDEF0000000000000000000000000000000000000000000000000000000000\",\"size\":9}}]";
+    hub_file *f = NULL;
+    size_t n = 0, cap = 0;
+    CHECK(hub_hf_parse_tree(good, strlen(good), "t", &f, &n, &cap) == MF_OK && n == 1 && f[0].size == 9 && !strncmp(f[0].oid, "abcdef", 6));
+    hub_files_free(f, n);
+
+    /* Ollama manifests */
+    const char *d = "sha256:0123456789012345678901234567890123456789012345678901234567890123";
+    char good_m[600], bad_m[4][600];
+    snprintf(good_m, sizeof good_m, "{\"schemaVersion\":2,\"config\":{\"digest\":\"%s\",\"size\":2},\"layers\":[{\"mediaType\":"
+             "\"application/vnd.ollama.image.model\",\"digest\":\"%s\",\"size\":5}]}", d, d);
+    snprintf(bad_m[0], 600, "{\"schemaVersion\":1,\"config\":{\"digest\":\"%s\",\"size\":2},\"layers\":[]}", d);
+    snprintf(bad_m[1], 600, "{\"schemaVersion\":2,\"config\":{\"digest\":\"%s\",\"size\":2},\"layers\":[]}", d); /* no model */
+    snprintf(bad_m[2], 600, "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:../../x\",\"size\":2},\"layers\":[]}");
+    snprintf(bad_m[3], 600, "{\"schemaVersion\":2,\"config\":{\"digest\":\"%s\",\"size\":\"2\"},\"layers\":[]}", d);
+    hub_layer ls[HUB_MAX_LAYERS];
+    int nl, model;
+    CHECK(hub_ollama_parse_manifest(good_m, strlen(good_m), "m", ls, &nl, &model) == MF_OK && nl == 2 && model == 1 && ls[1].size == 5);
+    for (int i = 0; i < 4; i++) CHECKF(hub_ollama_parse_manifest(bad_m[i], strlen(bad_m[i]), "m", ls, &nl, &model) == MF_ERR_FORMAT, "%d", i);
+
+    /* Content-Range */
+    uint64_t a, b, t;
+    CHECK(hub_parse_content_range("bytes 5-9/10", &a, &b, &t) && a == 5 && b == 9 && t == 10);
+    const char *bad_cr[] = {"bytes 5-10/10", "bytes 9-5/10", "bytes -1-5/10", "bytes 0-5/*", "bytes 0-5/10 ", "items 0-5/10",
+                            "bytes +0-5/10", "bytes 0--5/10", ""};
+    for (size_t i = 0; i < MF_ARRAY_LEN(bad_cr); i++) CHECKF(!hub_parse_content_range(bad_cr[i], &a, &b, &t), "'%s'", bad_cr[i]);
+
+    /* the state file of a partial download */
+    const char *dg = "0123456789012345678901234567890123456789012345678901234567890123";
+    static uint64_t done[4096];
+    uint64_t chunk;
+    uint32_t nc;
+    char st[400];
+    snprintf(st, sizeof st, "minfer-partial 1\nsize 10\ndigest %s\nchunk 4\ndone 4 1 0\n", dg);
+    CHECK(hub_parse_state(st, strlen(st), 10, dg, &chunk, done, &nc) && chunk == 4 && nc == 3 && done[0] == 4 && done[1] == 1);
+    const char *bad_st[] = {"size 11", "chunk 0", "chunk 11", "done 5 0 0", "done 4 1", "done 4 1 0 0", "done 4 1 3",
+                            "done 4 -1 0", "digest ff"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(bad_st); i++) {
+        char size_l[16] = "size 10", digest_l[80], chunk_l[16] = "chunk 4", done_l[32] = "done 4 1 0";
+        snprintf(digest_l, sizeof digest_l, "digest %s", dg);
+        char *which = !strncmp(bad_st[i], "size", 4) ? size_l : !strncmp(bad_st[i], "chunk", 5) ? chunk_l
+                      : !strncmp(bad_st[i], "done", 4) ? done_l : digest_l;
+        snprintf(which, 16, "%s", bad_st[i]);
+        snprintf(st, sizeof st, "minfer-partial 1\n%s\n%s\n%s\n%s\n", size_l, digest_l, chunk_l, done_l);
+        CHECKF(!hub_parse_state(st, strlen(st), 10, dg, &chunk, done, &nc), "%s", bad_st[i]);
+    }
+}
+
 int main(void) {
     test_refs();
     test_paths();
     test_names();
     test_select();
+    test_server_answers();
     printf("test_hub: %d checks, %d failed\n", test_checks, test_failures);
     return test_failures ? 1 : 0;
 }

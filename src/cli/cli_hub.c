@@ -24,6 +24,15 @@ typedef struct cli_progress {
 
 static cli_progress progress_state;
 
+/* "3.6 MB", "23 B", "1.20 GB" */
+static const char *bytes_str(double n, char *buf, size_t size) {
+    if (n < 1e3) snprintf(buf, size, "%.0f B", n);
+    else if (n < 1e6) snprintf(buf, size, "%.1f kB", n / 1e3);
+    else if (n < 1e9) snprintf(buf, size, "%.1f MB", n / 1e6);
+    else snprintf(buf, size, "%.2f GB", n / 1e9);
+    return buf;
+}
+
 static void bar_line(const file_line *l, char *out, size_t size) {
     char done[32], total[32];
     const double frac = l->total ? (double)l->done / (double)l->total : 1.0;
@@ -32,15 +41,18 @@ static void bar_line(const file_line *l, char *out, size_t size) {
     const int fill = (int)(frac * 24 + 0.5);
     for (int i = 0; i < 24; i++) bar[i] = i < fill ? '#' : '.';
     bar[24] = 0;
-    snprintf(done, sizeof done, "%.1f", (double)l->done / 1e6);
-    snprintf(total, sizeof total, "%.1f MB", (double)l->total / 1e6);
-    char tail[64] = "";
+    bytes_str((double)l->done, done, sizeof done);
+    bytes_str((double)l->total, total, sizeof total);
+    char tail[64] = "", sp[32];
     if (l->state == 2) snprintf(tail, sizeof tail, "%s", l->cached ? "cached" : "done");
     else if (l->state == 1 && speed > 0) {
         const double eta = (double)(l->total - l->done) / speed;
-        snprintf(tail, sizeof tail, "%6.1f MB/s  ETA %d:%02d", speed / 1e6, (int)eta / 60, (int)eta % 60);
+        snprintf(tail, sizeof tail, "%9s/s  ETA %d:%02d", bytes_str(speed, sp, sizeof sp), (int)eta / 60, (int)eta % 60);
     }
-    snprintf(out, size, "  %-32.32s [%s] %3d%% %8s/%-10s %s", l->name, bar, (int)(frac * 100), done, total, tail);
+    const size_t nl = strlen(l->name); /* a long name keeps its end, where split parts differ */
+    char name[40];
+    snprintf(name, sizeof name, nl > 36 ? "...%s" : "%s", nl > 36 ? l->name + nl - 33 : l->name);
+    snprintf(out, size, "  %-36s [%s] %3d%% %9s / %-9s %s", name, bar, (int)(frac * 100), done, total, tail);
 }
 
 static void redraw(cli_progress *p) {
@@ -89,11 +101,11 @@ static int on_progress(const mf_hub_progress *e, void *user) {
     if (p->tty) {
         redraw(p);
     } else if (e->event == MF_HUB_FILE_DONE) {
-        char sz[32];
-        snprintf(sz, sizeof sz, "%.1f MB", (double)l->total / 1e6);
+        char sz[32], sp[32];
+        bytes_str((double)l->total, sz, sizeof sz);
         if (l->cached) fprintf(stderr, "minfer: %s (%s): in the cache\n", l->name, sz);
-        else fprintf(stderr, "minfer: %s: %s in %.1f s (%.1f MB/s)\n", l->name, sz, l->seconds,
-                     l->seconds > 0 ? (double)l->fetched / l->seconds / 1e6 : 0.0);
+        else fprintf(stderr, "minfer: %s: %s in %.1f s (%s/s)\n", l->name, sz, l->seconds,
+                     bytes_str(l->seconds > 0 ? (double)l->fetched / l->seconds : 0.0, sp, sizeof sp));
     }
     return 0;
 }

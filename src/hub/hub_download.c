@@ -115,38 +115,41 @@ static mf_status save_state(dl *d, bool durable) {
     return st;
 }
 
+bool hub_parse_state(char *s, size_t len, uint64_t size, const char *digest, uint64_t *chunk_out, uint64_t *done,
+                     uint32_t *n_chunks) {
+    char dg[80];
+    unsigned long long sz, chunk;
+    int used = 0;
+    if (len == 0 || s[len - 1] != '\n' || memchr(s, 0, len)) return false;
+    s[len - 1] = 0;
+    if (sscanf(s, "minfer-partial 1\nsize %llu\ndigest %79s\nchunk %llu\ndone%n", &sz, dg, &chunk, &used) != 3 || !used)
+        return false;
+    if (sz != size || strcasecmp(dg, digest) || chunk < 1 || chunk > MF_MAX(size, 1)) return false;
+    const uint64_t n = size ? (size + chunk - 1) / chunk : 0;
+    if (n > MAX_CHUNKS) return false;
+    const char *p = s + used;
+    for (uint64_t c = 0; c < n; c++) {
+        char *end;
+        errno = 0;
+        if (*p != ' ' || p[1] < '0' || p[1] > '9') return false;
+        const unsigned long long v = strtoull(p + 1, &end, 10);
+        if (errno || v > MF_MIN(chunk, size - c * chunk)) return false;
+        done[c] = v;
+        p = end;
+    }
+    if (*p) return false;
+    *chunk_out = chunk;
+    *n_chunks = (uint32_t)n;
+    return true;
+}
+
 /* Read the state of an earlier run; false (start over) unless it is for this very file and every
  * number fits. */
 static bool load_state(dl *d) {
     uint8_t *data;
     size_t len;
     if (mf_read_file(d->state, 1 << 20, &data, &len) != MF_OK) return false;
-    char *s = (char *)data, *p;
-    char digest[80];
-    unsigned long long size, chunk;
-    int used = 0;
-    bool ok = false;
-    if (len == 0 || s[len - 1] != '\n') goto out;
-    s[len - 1] = 0;
-    if (sscanf(s, "minfer-partial 1\nsize %llu\ndigest %79s\nchunk %llu\ndone%n", &size, digest, &chunk, &used) != 3 || !used)
-        goto out;
-    if (size != d->size || strcasecmp(digest, d->b->digest) || chunk < 1 || chunk > MF_MAX(d->size, 1)) goto out;
-    const uint64_t n = d->size ? (d->size + chunk - 1) / chunk : 0;
-    if (n > MAX_CHUNKS) goto out;
-    d->chunk_size = chunk;
-    d->n_chunks = (uint32_t)n;
-    p = s + used;
-    for (uint32_t c = 0; c < d->n_chunks; c++) {
-        char *end;
-        errno = 0;
-        if (*p != ' ') goto out;
-        const unsigned long long v = strtoull(p + 1, &end, 10);
-        if (end == p + 1 || errno || v > chunk_len(d, c)) goto out;
-        d->done[c] = v;
-        p = end;
-    }
-    ok = *p == 0;
-out:
+    const bool ok = hub_parse_state((char *)data, len, d->size, d->b->digest, &d->chunk_size, d->done, &d->n_chunks);
     free(data);
     return ok;
 }
@@ -186,11 +189,13 @@ static void account(dl *d, uint64_t pos, uint64_t n) {
     }
 }
 
-/* Parse "bytes A-B/TOTAL". */
-static bool parse_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total) {
+bool hub_parse_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total) {
     unsigned long long x, y, t;
     int used = 0;
+    if (strncmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9' || strchr(v + 6, ' ') || strchr(v + 6, '+')) return false;
     if (sscanf(v, "bytes %llu-%llu/%llu%n", &x, &y, &t, &used) != 3 || v[used] || x > y || y >= t) return false;
+    const char *dash = strchr(v + 6, '-'), *slash = strchr(v + 6, '/');
+    if (!dash || !slash || dash[1] < '0' || dash[1] > '9' || slash[1] < '0' || slash[1] > '9') return false;
     *a = x, *b = y, *total = t;
     return true;
 }
@@ -220,7 +225,7 @@ static bool check_answer(xfer *x) {
     }
     if (status == 206) {
         uint64_t a, b, total;
-        if (!parse_content_range(x->hd.content_range, &a, &b, &total) || a != x->pos || total != d->size) {
+        if (!hub_parse_content_range(x->hd.content_range, &a, &b, &total) || a != x->pos || total != d->size) {
             d->err = mf_fail(MF_ERR_FORMAT, "%s: asked for bytes %llu-%llu of %llu, the server sent the range '%s'", d->b->what,
                              (unsigned long long)x->pos, (unsigned long long)x->end - 1, (unsigned long long)d->size,
                              x->hd.content_range);

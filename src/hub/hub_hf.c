@@ -68,8 +68,12 @@ static mf_status snapshots(const char *rdir, char ***names, size_t *n) {
         free(sdir), free(refp);
         return MF_ERR_NOMEM;
     }
-    if (mf_read_file(refp, 256, &ref, &ref_len) != MF_OK) ref = NULL;
-    while (ref && ref_len && (ref[ref_len - 1] == '\n' || ref[ref_len - 1] == ' ')) ref[--ref_len] = 0;
+    char commit[64] = ""; /* the file holds the commit, maybe with a newline (not NUL-terminated) */
+    if (mf_read_file(refp, 256, &ref, &ref_len) == MF_OK && ref_len < sizeof commit) {
+        memcpy(commit, ref, ref_len);
+        while (ref_len && (commit[ref_len - 1] == '\n' || commit[ref_len - 1] == ' ')) ref_len--;
+        commit[ref_len] = 0;
+    }
     DIR *d = opendir(sdir);
     struct dirent *e;
     size_t cap = 0;
@@ -85,7 +89,7 @@ static mf_status snapshots(const char *rdir, char ***names, size_t *n) {
                 times = realloc(times, cap * sizeof *times);
             }
             (*names)[*n] = mf_strdup(e->d_name);
-            times[*n] = ref && !strcmp((char *)ref, e->d_name) ? 1e30 : (double)st.st_mtime;
+            times[*n] = commit[0] && !strcmp(commit, e->d_name) ? 1e30 : (double)st.st_mtime;
             (*n)++;
         }
         free(p);
@@ -176,6 +180,50 @@ static mf_status main_commit(mf_hub *h, const hub_ref *r, const char *what, char
     return s;
 }
 
+mf_status hub_hf_parse_tree(const char *body, size_t len, const char *what, hub_file **files, size_t *n, size_t *cap) {
+    json_error_t je;
+    json_t *j = json_loadb(body, len, 0, &je), *e;
+    if (!j) return mf_fail(MF_ERR_FORMAT, "%s: the file list is not JSON (%s)", what, je.text);
+    mf_status s = json_is_array(j) ? MF_OK : mf_fail(MF_ERR_FORMAT, "%s: the file list is not a JSON array", what);
+    size_t i;
+    json_array_foreach(j, i, e) {
+        if (s != MF_OK) break;
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *path = json_string_value(json_object_get(e, "path"));
+        if (type && strcmp(type, "file")) continue; /* folders */
+        if (!path || !hub_safe_relpath(path)) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: the server lists a file named '%s', which would land outside the cache folder: refused",
+                        what, path ? path : "(none)");
+            break;
+        }
+        json_t *lfs = json_object_get(e, "lfs");
+        const char *oid = json_string_value(json_object_get(lfs ? lfs : e, "oid"));
+        json_t *size = json_object_get(lfs ? lfs : e, "size");
+        if (!oid || !(lfs ? hub_is_hex(oid, 64) : hub_is_hex(oid, 40)) || !json_is_integer(size) || json_integer_value(size) < 0) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: the listing of '%s' has no valid digest and size: refused", what, path);
+            break;
+        }
+        if (*n == *cap) {
+            hub_file *f = *n < 1000000 ? realloc(*files, (*cap = *cap ? 2 * *cap : 32) * sizeof *f) : NULL;
+            if (!f) {
+                s = mf_fail(MF_ERR_NOMEM, "%s: out of memory, or more than a million files, listing it", what);
+                break;
+            }
+            *files = f;
+        }
+        hub_file *f = &(*files)[(*n)++];
+        memset(f, 0, sizeof *f);
+        f->path = mf_strdup(path);
+        f->oid = mf_strdup(oid);
+        for (char *c = f->oid; c && *c; c++) *c = (char)(*c >= 'A' && *c <= 'F' ? *c + 32 : *c);
+        f->size = (uint64_t)json_integer_value(size);
+        hub_split_part(path, &f->part, &f->n_parts, NULL);
+        if (!f->path || !f->oid) s = MF_ERR_NOMEM;
+    }
+    json_decref(j);
+    return s;
+}
+
 /* Every file of the commit (the tree API, paged by Link: rel="next"), each name and digest checked. */
 static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const char *commit, hub_file **files, size_t *n) {
     *files = NULL;
@@ -184,52 +232,19 @@ static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const 
     char *url = hub_fmt("%s/api/models/%s/tree/%s?recursive=true", h->hf_endpoint, r->repo, commit);
     mf_status s = url ? MF_OK : MF_ERR_NOMEM;
     for (int page = 0; s == MF_OK && url; page++) {
-        if (page == 10000) {
-            s = mf_fail(MF_ERR_FORMAT, "%s: the file list goes on past 10000 pages: refused", what);
+        if (page == 1000) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: the file list goes on past 1000 pages: refused", what);
             break;
         }
-        json_t *j = NULL, *e;
+        const hub_request rq = {.site = HUB_SITE_HF, .url = url, .accept = "application/json", .what = what};
         hub_headers hd;
-        if ((s = fetch_json(h, url, what, &j, &hd)) != MF_OK) break;
+        char *body;
+        size_t len;
+        if ((s = hub_fetch(h, &rq, 64u << 20, &body, &len, &hd)) != MF_OK) break;
         free(url);
         url = NULL;
-        if (!json_is_array(j)) s = mf_fail(MF_ERR_FORMAT, "%s: the file list is not a JSON array", what);
-        size_t i;
-        json_array_foreach(j, i, e) {
-            if (s != MF_OK) break;
-            const char *type = json_string_value(json_object_get(e, "type"));
-            const char *path = json_string_value(json_object_get(e, "path"));
-            if (type && strcmp(type, "file")) continue; /* folders */
-            if (!path || !hub_safe_relpath(path)) {
-                s = mf_fail(MF_ERR_FORMAT, "%s: the server lists a file named '%s', which would land outside the cache folder: refused",
-                            what, path ? path : "(none)");
-                break;
-            }
-            json_t *lfs = json_object_get(e, "lfs");
-            const char *oid = json_string_value(json_object_get(lfs ? lfs : e, "oid"));
-            json_t *size = json_object_get(lfs ? lfs : e, "size");
-            if (!oid || !(lfs ? hub_is_hex(oid, 64) : hub_is_hex(oid, 40)) || !json_is_integer(size) || json_integer_value(size) < 0) {
-                s = mf_fail(MF_ERR_FORMAT, "%s: the listing of '%s' has no valid digest and size: refused", what, path);
-                break;
-            }
-            if (*n == cap) {
-                hub_file *f = realloc(*files, (cap = cap ? 2 * cap : 32) * sizeof *f);
-                if (!f) {
-                    s = mf_fail(MF_ERR_NOMEM, "out of memory listing %s", what);
-                    break;
-                }
-                *files = f;
-            }
-            hub_file *f = &(*files)[(*n)++];
-            memset(f, 0, sizeof *f);
-            f->path = mf_strdup(path);
-            f->oid = mf_strdup(oid);
-            for (char *c = f->oid; c && *c; c++) *c = (char)(*c >= 'A' && *c <= 'F' ? *c + 32 : *c);
-            f->size = (uint64_t)json_integer_value(size);
-            hub_split_part(path, &f->part, &f->n_parts, NULL);
-            if (!f->path || !f->oid) s = MF_ERR_NOMEM;
-        }
-        json_decref(j);
+        s = hub_hf_parse_tree(body, len, what, files, n, &cap);
+        free(body);
         if (s == MF_OK && hd.link_next[0]) url = mf_strdup(hd.link_next);
     }
     free(url);

@@ -114,7 +114,8 @@ CURL *hub_curl_new(mf_hub *h, hub_site site, const char *url, char *errbuf, hub_
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    /* never from https down to http (the digest would still catch altered bytes, but not a spy) */
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, strncmp(url, "https:", 6) ? "http,https" : "https");
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 30L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L); /* nothing for 30 s: a stalled connection */
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);

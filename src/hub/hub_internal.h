@@ -135,8 +135,15 @@ typedef struct hub_blob {
  * and rename it to its final path. Under the lock: if another process finished it meanwhile, done.
  * *cached: the final file was there already. */
 mf_status hub_download(mf_hub *h, const hub_blob *b, bool *cached);
-/* The partial and state files beside a final path (for cleanup): caller frees. */
+/* The partial file beside a final path: caller frees. */
 char *hub_partial_path(const char *final_path);
+/* The state file of a partial download (s: len bytes, modified): "minfer-partial 1", size, digest,
+ * chunk size, then the bytes on disk of each chunk. False unless it is for this size and digest and
+ * every number fits; then *chunk, done[0..*n_chunks) (room for 4096) are set. */
+bool hub_parse_state(char *s, size_t len, uint64_t size, const char *digest, uint64_t *chunk, uint64_t *done,
+                     uint32_t *n_chunks);
+/* "bytes A-B/TOTAL" with A <= B < TOTAL, decimal digits only. */
+bool hub_parse_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total);
 
 /* ---- hub_ref.c ---- */
 /* A reference taken apart. */
@@ -175,6 +182,19 @@ bool hub_split_part(const char *path, uint32_t *part, uint32_t *n_parts, size_t 
 void hub_files_free(hub_file *f, size_t n);
 
 /* ---- hub_hf.c, hub_ollama.c ---- */
+/* One page of the tree API's answer appended to *files (each path and digest checked: a path that
+ * would leave the snapshot folder is MF_ERR_FORMAT). */
+mf_status hub_hf_parse_tree(const char *body, size_t len, const char *what, hub_file **files, size_t *n, size_t *cap);
+/* A layer of an Ollama manifest. */
+#define HUB_MAX_LAYERS 64
+typedef struct hub_layer {
+    char digest[72]; /* sha256:HEX, lowercase */
+    char kind[40];   /* the media type's last word: model, template, params, license; config */
+    uint64_t size;
+} hub_layer;
+/* The config ([0]) and layers of a manifest (schema 2, at most 63 layers), each digest and size
+ * checked; *model: the index of the model layer (there must be one). ls: room for HUB_MAX_LAYERS. */
+mf_status hub_ollama_parse_manifest(const char *body, size_t len, const char *what, hub_layer *ls, int *n, int *model);
 mf_status hub_hf_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **path);
 mf_status hub_hf_list(mf_hub *h, mf_hub_model **models, size_t *n, size_t *cap);
 mf_status hub_hf_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed);

@@ -13,16 +13,11 @@
 #include <unistd.h>
 
 #define MODEL_MEDIA_TYPE "application/vnd.ollama.image.model"
-#define MAX_LAYERS 64
+#define MAX_LAYERS HUB_MAX_LAYERS
 
-typedef struct layer {
-    char digest[72]; /* sha256:HEX */
-    char kind[40];   /* the media type's last word: model, template, params, license, config */
-    uint64_t size;
-} layer;
+typedef hub_layer layer;
 
-/* The config and layers of a manifest, every digest and size checked; [0] is the config. */
-static mf_status parse_manifest(const char *body, size_t len, const char *what, layer *ls, int *n, int *model) {
+mf_status hub_ollama_parse_manifest(const char *body, size_t len, const char *what, layer *ls, int *n, int *model) {
     json_error_t je;
     json_t *j = json_loadb(body, len, 0, &je), *e;
     *n = 0;
@@ -70,7 +65,7 @@ static mf_status read_local(mf_hub *h, const char *mpath, const char *what, laye
     size_t len;
     *blob = NULL;
     if (mf_read_file(mpath, 1 << 20, &data, &len) != MF_OK) return mf_fail(MF_ERR_NOT_FOUND, "%s is not in %s", what, h->ollama_models);
-    mf_status s = parse_manifest((const char *)data, len, what, ls, n, model);
+    mf_status s = hub_ollama_parse_manifest((const char *)data, len, what, ls, n, model);
     free(data);
     if (s != MF_OK) return s;
     char *p = blob_path(h, ls[*model].digest);
@@ -109,7 +104,7 @@ mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char *
     const hub_request rq = {.site = HUB_SITE_OLLAMA, .url = url, .what = what,
                             .accept = "application/vnd.docker.distribution.manifest.v2+json"};
     s = url ? hub_fetch(h, &rq, 1 << 20, &body, &len, &hd) : MF_ERR_NOMEM;
-    if (s == MF_OK) s = parse_manifest(body, len, what, ls, &n, &model);
+    if (s == MF_OK) s = hub_ollama_parse_manifest(body, len, what, ls, &n, &model);
     uint64_t missing = 0;
     int n_missing = 0;
     for (int i = 0; s == MF_OK && i < n; i++) {
@@ -257,7 +252,7 @@ mf_status hub_ollama_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed) {
     uint8_t *data = NULL;
     size_t len;
     if (!mpath || !mroot) s = MF_ERR_NOMEM;
-    else if ((s = mf_read_file(mpath, 1 << 20, &data, &len)) == MF_OK) s = parse_manifest((char *)data, len, m->ref, ls, &n, &model);
+    else if ((s = mf_read_file(mpath, 1 << 20, &data, &len)) == MF_OK) s = hub_ollama_parse_manifest((char *)data, len, m->ref, ls, &n, &model);
     free(data);
     if (s == MF_OK && unlink(mpath) != 0) s = mf_fail(MF_ERR_IO, "cannot remove '%s'", mpath);
     if (s == MF_OK) {

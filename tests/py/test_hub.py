@@ -383,6 +383,41 @@ def test_list_names_and_rm(mock, env):
     assert mock.log == []
 
 
+def test_ollama_errors(mock, env):
+    mock.faults.add("status")
+    mock.params.update(status=401, status_times=99)
+    r = minfer(env, "pull", "ollama:mini")
+    assert r.returncode == 1 and "401" in r.stderr and "ollama pull" in r.stderr
+    mock.faults.clear()
+    env["HF_TOKEN"] = TOKEN  # a Hugging Face token is never sent to a registry
+    pull(env, "ollama:mini")
+    assert not [l for l in mock.log if l[4]]
+
+
+def test_progress_bar_on_a_terminal(mock, env):
+    import pty
+    mock.rate = 4_000_000
+    master, slave = pty.openpty()
+    p = subprocess.Popen([BIN, "pull", "hf:test/split:Q8_0"], env=env, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            k = os.read(master, 4096)
+        except OSError:
+            break
+        if not k:
+            break
+        out += k
+    p.wait(timeout=60)
+    os.close(master)
+    text = out.decode(errors="replace")
+    assert p.returncode == 0
+    for i in (1, 2, 3):  # the parts shown together, redrawn in place
+        assert "mini-qwen2-Q8_0-%05d-of-00003.gguf" % i in text
+    assert "\x1b[" in text and "100%" in text and "/s  ETA" in text
+
+
 def test_rm_keeps_shared_ollama_blobs(mock, env):
     pull(env, "ollama:mini")
     pull(env, "ollama:mini:q8")  # shares the template, params and config blobs
