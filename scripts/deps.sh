@@ -7,6 +7,8 @@ set -euo pipefail
 # (libclang_rt.fuzzer*.a, in libclang-rt-14-dev for Debian 12's clang 14), only recommended by clang.
 # nginx-light: the server tests start their own nginx (own config, loopback) in front of two servers.
 apt_pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip nginx-light)
+# libcurl4-openssl-dev and libssl-dev: src/hub (HTTP downloads; SHA-256 from OpenSSL's libcrypto).
+apt_pkgs+=(libcurl4-openssl-dev libssl-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,9 +24,11 @@ fi
 # pip installs (PEP 668, "externally managed") gets them with --break-system-packages; they are
 # ordinary PyPI packages that Debian does not ship.
 py_pkgs=(numpy gguf tokenizers jinja2 pytest openai)
+# huggingface_hub: tests/py/test_hub*.py check that its cache and minfer's are one (both ways).
+py_pkgs+=(huggingface_hub)
 missing_py() {
   local m out=()
-  for m in numpy gguf tokenizers jinja2 pytest openai; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
+  for m in numpy gguf tokenizers jinja2 pytest openai huggingface_hub; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
   echo "${out[@]:-}"
 }
 if [ -n "$(missing_py)" ]; then

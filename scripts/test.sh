@@ -48,6 +48,11 @@ ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 MINFER_BIN="$PWD/build-asan/minfe
   MINFER_FIXTURES="$(cd .. && pwd)/shared/fixtures" \
   python3 -m pytest -q tests/py/test_serve.py tests/py/test_serve_robust.py -k "not smollm2"
 
+# The downloader under the sanitizers: pull, resume, faults and references against the hub mocks.
+echo "== hub tests, ASan + UBSan build"
+ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 MINFER_BIN="$PWD/build-asan/minfer" \
+  MINFER_FIXTURES="$(cd .. && pwd)/shared/fixtures" python3 -m pytest -q tests/py/test_hub.py
+
 echo "== clang release build"
 cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-clang -j"$jobs"

@@ -7,6 +7,7 @@
 
 
 #include "minfer.h"
+#include "minfer/hub.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,10 @@
     X("quantize", cmd_quantize, "convert an F32/F16/BF16 model to a quantized type (Q4_K_M, Q8_0, ...)") \
     X("serve", cmd_serve, "an OpenAI-compatible HTTP server (continuous batching, prompt cache)")          \
     X("bench", cmd_bench, "measure prompt and generation speed (llama-bench style: -p 512 -n 128 -t N)") \
+    X("pull", cmd_pull, "download a model: hf:ORG/REPO[:QUANT] or ollama:NAME[:TAG] (also: download)") \
+    X("download", cmd_pull, "the same as pull")                                                   \
+    X("list", cmd_list, "the cached models (Hugging Face cache, Ollama's folder): name, source, type, size, path") \
+    X("rm", cmd_rm, "remove a cached model and the blobs nothing else uses")                      \
 
 #define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);
 MF_CLI_COMMANDS(MF_CLI_DECLARE)
@@ -53,5 +58,13 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
  * statistics), MINFER_DUMP_DIR (node values as raw f32, with MINFER_TRACE). A bad value is reported
  * and ignored. MINFER_LOG (error, warn, info, debug) is applied by main. */
 void cli_context_env(mf_context_params *p);
+
+/* A model reference (a path, a cached model's name, hf:ORG/REPO[:QUANT|:FILE], ollama:NAME[:TAG]) as
+ * a local path, downloaded first when it is not cached, with progress on stderr (minfer/hub.h). The
+ * path lives until the program exits. NULL after printing the error. */
+const char *cli_model(const char *ref);
+/* A hub handle with the environment's settings and the progress display (connections 0: the
+ * default; quiet: errors only). NULL after printing the error. */
+mf_hub *cli_hub_open(int connections, bool quiet);
 
 #endif /* MF_CLI_H */

@@ -408,6 +408,10 @@ int cmd_bench(int argc, char **argv) {
     rc = 0;
     for (int mi = 0; mi < o.n_models && rc == 0; mi++) {
         mf_model *m = NULL;
+        if (!(o.paths[mi] = cli_model(o.paths[mi]))) {
+            rc = 1;
+            break;
+        }
         double t0 = mf_time_s();
         const mf_model_load_params lp = {.no_mmap = o.no_mmap};
         mf_status st = mf_model_load_ex(o.paths[mi], &lp, &m);

@@ -114,6 +114,7 @@ int cmd_dump(int argc, char **argv) {
         dump_usage(stderr);
         return 2;
     }
+    if (!(model = cli_model(model))) return 1;
     mf_gguf *g = NULL;
     mf_status s = mf_gguf_open(model, &g);
     if (s != MF_OK) {

@@ -288,6 +288,7 @@ int cmd_info(int argc, char **argv) {
         info_usage(stderr);
         return 2;
     }
+    if (!(path = cli_model(path))) return 1;
     mf_gguf *g = NULL;
     mf_status s = mf_gguf_open(path, &g);
     if (s != MF_OK) {

@@ -108,6 +108,7 @@ int cmd_logits(int argc, char **argv) {
     int rc = 1;
     int8_t *want = NULL;
     FILE *f = NULL;
+    if (!(model_path = cli_model(model_path))) return 1;
     mf_status st = mf_model_load(model_path, &m);
     if (st) {
         cli_error_status(st, "logits");

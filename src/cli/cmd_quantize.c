@@ -157,6 +157,7 @@ int cmd_quantize(int argc, char **argv) {
     rules.set_token_embd_type = embd_type != NULL;
     long long nt = 0;
     if (threads && !cli_parse_int("--threads", threads, 1, 512, &nt)) return 2;
+    if (!(pos[0] = cli_model(pos[0]))) return 1;
     if (dry) return dry_run(pos[0], ft, &rules);
 
     struct sigaction sa = {0}, old_int, old_term;

@@ -155,6 +155,7 @@ int cmd_run(int argc, char **argv) {
     size_t n_ids = 0;
     mf_status st;
     const char *what = "run";
+    if (!(o.model = cli_model(o.model))) goto done;
     double t0 = mf_time_s();
 
     const mf_model_load_params lp = {.no_mmap = o.no_mmap};

@@ -136,6 +136,7 @@ int cmd_serve(int argc, char **argv) {
         usage(stderr);
         goto done;
     }
+    if (!(p.model = cli_model(p.model))) goto done; /* a path, a cached name, hf:..., ollama:... */
     p.on_ready = print_ready;
     mf_status st = mf_serve_run(&p);
     if (st) {

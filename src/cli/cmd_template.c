@@ -115,6 +115,7 @@ int cmd_template(int argc, char **argv) {
     size_t len = 0;
     mf_status st;
     if (model) {
+        if (!(model = cli_model(model))) goto done;
         if ((st = mf_gguf_open(model, &g)) != MF_OK) { cli_error_status(st, model); goto done; }
         st = mf_chat_template_from_gguf(g, src, &t);
     } else st = mf_chat_template_create(src, &t);

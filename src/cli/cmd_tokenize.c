@@ -187,6 +187,7 @@ int cmd_tokenize(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = 1;
+    if (!(model = cli_model(model))) return 1;
     mf_status s = mf_gguf_open(model, &g);
     if (s) {
         cli_error_status(s, model);
