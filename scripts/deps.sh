@@ -6,6 +6,9 @@ set -euo pipefail
 # clang: the second compiler and the fuzz builds; libclang-rt-dev: its sanitizer and libFuzzer runtimes
 # (libclang_rt.fuzzer*.a, in libclang-rt-14-dev for Debian 12's clang 14), only recommended by clang.
 apt_pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip)
+# `minfer chat`: libedit for line editing and history, libxxhash for the session files' checksums,
+# tmux for the REPL tests that drive a real terminal.
+apt_pkgs+=(libedit-dev libxxhash-dev tmux)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
