@@ -280,6 +280,8 @@ int32_t mf_context_n_ubatch(const mf_context *c);
 /* The kernel level and float order the context runs. */
 mf_isa mf_context_isa(const mf_context *c);
 mf_float_order mf_context_order(const mf_context *c);
+/* The type of the KV cache's cells: MF_TYPE_F16, or MF_TYPE_F32 with kv_f32. */
+mf_type mf_context_kv_type(const mf_context *c);
 
 /* Sequence ids are 0 .. MF_MAX_SEQ - 1. */
 #define MF_MAX_SEQ 64
