@@ -286,13 +286,13 @@ mf_status chat_term_emit(void *term, const char *text, size_t len) {
     return cli_stdout_ok() ? MF_OK : mf_set_error(MF_ERR_IO, "cannot write to standard output: %s", cli_stdout_error());
 }
 
-mf_status chat_term_reply_end(chat_term *t) {
+mf_status chat_term_reply_end(chat_term *t, bool replied) {
     replying = 0;
     out_text(t, t->hold, t->n_hold, t->in_think);
     t->n_hold = 0;
     if (t->dim) fputs("\033[0m", stdout);
     t->dim = t->in_think = false;
-    fputc('\n', stdout);
+    if (replied) fputc('\n', stdout);
     return cli_stdout_ok() ? MF_OK : mf_set_error(MF_ERR_IO, "cannot write to standard output: %s", cli_stdout_error());
 }
 

@@ -47,8 +47,8 @@ void chat_term_reply_begin(chat_term *t);
 /* The reply's text as it comes (the emit callback of conv.h); MF_ERR_IO when standard output
  * fails. */
 mf_status chat_term_emit(void *term, const char *text, size_t len);
-/* End the reply: flush held text, restore the colour, end the line. */
-mf_status chat_term_reply_end(chat_term *t);
+/* End the reply: flush held text, restore the colour, end the line (when there was a reply). */
+mf_status chat_term_reply_end(chat_term *t, bool replied);
 
 /* A one-line note (overflow, interruption, session problems): dim yellow on a terminal, to standard
  * error. printf format. */

@@ -135,19 +135,21 @@ static void report_turn(chat *ch, const mf_conv_stats *s) {
 /* A user message (or, with text NULL, /regen). -1 when standard output failed (the program stops;
  * main reports it), else 0: a refused message is reported and the conversation goes on. */
 static int turn(chat *ch, const char *text) {
-    mf_conv_stats s;
+    mf_conv_stats s = {0};
     chat_term_reply_begin(ch->term);
     mf_status st = text ? mf_conv_say(ch->cv, text, chat_term_emit, ch->term, &s)
                         : mf_conv_regen(ch->cv, chat_term_emit, ch->term, &s);
     const bool replied = s.n_generated > 0 || s.interrupted;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mf_last_error());
-    mf_status out = replied || !st ? chat_term_reply_end(ch->term) : MF_OK;
-    if (!replied && st) chat_term_reply_end(ch->term);
+    const mf_status out = chat_term_reply_end(ch->term, replied);
     ch->turns += replied && text;
     ch->dirty |= replied;
+    if (st == MF_ERR_IO || out) { /* the reply could not be shown: stop, and say why */
+        cli_error("cannot write to standard output: %s", cli_stdout_error());
+        return -1;
+    }
     if (replied) report_turn(ch, &s);
-    if (st == MF_ERR_IO || out) return -1;
     if (st) cli_error("%s", msg[0] ? msg : mf_status_str(st));
     return 0;
 }

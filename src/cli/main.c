@@ -32,9 +32,9 @@ static bool looks_like_command(const char *a) {
 /* Whatever a command printed must have reached standard output: a failed write (a full disk,
  * `> /dev/full`) is an error, never a silent exit 0. */
 static int finish_stdout(int rc) {
-    if (!cli_stdout_ok()) {
+    if (!cli_stdout_ok() && rc == 0) { /* a command that failed has said why */
         cli_error("cannot write to standard output: %s", cli_stdout_error());
-        return rc ? rc : 1;
+        return 1;
     }
     return rc;
 }
