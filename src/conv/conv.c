@@ -45,6 +45,7 @@ static mf_status insert_msg(mf_conv *cv, size_t at, const char *role, const char
 
 /* Remove messages [from, to). */
 static void remove_msgs(mf_conv *cv, size_t from, size_t to) {
+    if (from >= to) return;
     for (size_t i = from; i < to; i++) mf_conv_msg_free(&cv->msgs[i]);
     memmove(cv->msgs + from, cv->msgs + to, (cv->n_msgs - to) * sizeof *cv->msgs);
     cv->n_msgs -= to - from;
