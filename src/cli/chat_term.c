@@ -96,19 +96,27 @@ static char *history_path(void) {
     return p;
 }
 
+/* Install the handlers. While a line is read, a signal must interrupt the read (no SA_RESTART), so
+ * that Ctrl-C at the prompt ends it at once; at any other time interrupted system calls restart, so
+ * a Ctrl-C that stops a reply never fails the write that was showing it. */
+static void handlers(bool restart, chat_term *save) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, save ? &save->old_int : NULL);
+    sigaction(SIGTERM, &sa, save ? &save->old_term : NULL);
+    sigaction(SIGHUP, &sa, save ? &save->old_hup : NULL);
+    sigaction(SIGWINCH, &sa, save ? &save->old_winch : NULL);
+}
+
 chat_term *chat_term_open(const chat_term_params *p) {
     chat_term *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->p = *p;
     t->prompt = "> ";
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal; /* no SA_RESTART: a read at the prompt returns EINTR */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &t->old_int);
-    sigaction(SIGTERM, &sa, &t->old_term);
-    sigaction(SIGHUP, &sa, &t->old_hup);
-    sigaction(SIGWINCH, &sa, &t->old_winch);
+    handlers(true, t);
     if (!p->interactive) return t;
     /* libedit works in wide characters: it needs a UTF-8 locale to edit non-ASCII text */
     const char *loc = setlocale(LC_CTYPE, "");
@@ -153,8 +161,17 @@ bool chat_term_interactive(const chat_term *t) { return t->p.interactive; }
 bool chat_term_color(const chat_term *t) { return t->p.color; }
 FILE *chat_term_info(const chat_term *t) { return t->p.interactive ? stdout : stderr; }
 
+static char *read_line_now(chat_term *t, bool continuation);
+
 /* One line without its newline (malloc'd), or NULL at the end of input or when quitting. */
 static char *read_line(chat_term *t, bool continuation) {
+    handlers(false, NULL);
+    char *s = read_line_now(t, continuation);
+    handlers(true, NULL);
+    return s;
+}
+
+static char *read_line_now(chat_term *t, bool continuation) {
     if (chat_quit) return NULL;
     if (t->el) {
         t->prompt = continuation ? (t->p.color ? "\1\033[2m\1... \1\033[0m\1" : "... ")

@@ -19,7 +19,9 @@ static void usage(FILE *f) {
           "  --color auto|on|off    colours, on a terminal only by default (auto; -co = on)\n"
           "  --hide-thinking        leave <think> blocks out of the replies (else shown dimmed)\n"
           "  --think on|off         the template's enable_thinking (Qwen3), default: the template's\n"
-          "  --no-history           keep no history file ($XDG_STATE_HOME/minfer/chat_history)\n",
+          "  --no-history           keep no history file ($XDG_STATE_HOME/minfer/chat_history)\n"
+          "  -c N                   (below) defaults to the session's context size, else 4096 (at most\n"
+          "                         the model's)\n",
           f);
     cli_model_usage(f);
     fputs("Messages: one line; a trailing \\ continues it on the next; \"\"\" starts and ends a block.\n"
@@ -217,16 +219,11 @@ static void cmd_stats(chat *ch) {
             s->n_dropped ? ", after dropping old exchanges" : "");
 }
 
-/* Load a session file into the conversation; false (reported) when it cannot be read. */
-static bool load_session(chat *ch, const char *path, bool at_start) {
-    mf_conv_session *s = NULL;
-    mf_status st = mf_conv_session_read(path, &s);
-    if (st) {
-        if (!at_start || st != MF_ERR_NOT_FOUND) cli_error("session: %s", mf_last_error());
-        return false;
-    }
+/* Apply a session read from path; false (reported) when it cannot be applied. Takes s. */
+static bool apply_session(chat *ch, const char *path, mf_conv_session *s) {
     mf_conv_load_report rep;
-    if ((st = mf_conv_load(ch->cv, s, &rep))) {
+    mf_status st = mf_conv_load(ch->cv, s, &rep);
+    if (st) {
         cli_error("session '%s': %s", path, mf_last_error());
         mf_conv_session_free(s);
         return false;
@@ -234,12 +231,23 @@ static bool load_session(chat *ch, const char *path, bool at_start) {
     const char *problems = mf_conv_session_problems(s);
     if (problems[0]) chat_term_note(ch->term, "session '%s': %s", path, problems);
     if (rep.note[0]) chat_term_note(ch->term, "session '%s': %s", path, rep.note);
+    mf_conv_session_free(s);
     ch->turns = 0; /* turns are counted as the conversation's replies */
-    for (size_t i = 0; i < mf_conv_n_messages(ch->cv); i++) ch->turns += !strcmp(mf_conv_message_at(ch->cv, i)->role, "assistant");
+    for (size_t i = 0; i < mf_conv_n_messages(ch->cv); i++)
+        ch->turns += !strcmp(mf_conv_message_at(ch->cv, i)->role, "assistant");
     fprintf(chat_term_info(ch->term), "loaded %zu messages from '%s'%s\n", mf_conv_n_messages(ch->cv), path,
             rep.cache_restored ? " (the context is restored: no prefill)" : "");
-    mf_conv_session_free(s);
     return true;
+}
+
+/* /load FILE: read and apply; false (reported) when it cannot be read. */
+static bool load_session(chat *ch, const char *path) {
+    mf_conv_session *s = NULL;
+    if (mf_conv_session_read(path, &s)) {
+        cli_error("session: %s (the conversation is as it was)", mf_last_error());
+        return false;
+    }
+    return apply_session(ch, path, s);
 }
 
 static bool save(chat *ch, const char *path) {
@@ -319,7 +327,7 @@ static int command(chat *ch, char *line) {
         else if (save(ch, to)) fprintf(f, "saved %zu messages to '%s'\n", mf_conv_n_messages(ch->cv), to);
     } else if (!strcmp(name, "load")) {
         if (!*args) cli_error("/load: give a file name");
-        else if (load_session(ch, args, false)) ch->dirty = true;
+        else if (load_session(ch, args)) ch->dirty = true;
     } else if (!strcmp(name, "stats")) {
         cmd_stats(ch);
     } else if (!strcmp(name, "set")) {
@@ -362,7 +370,7 @@ static int setup(chat *ch) {
     mf_context_params cp = cli_model_context_params(&o->mo);
     if (!cp.n_ctx) cp.n_ctx = sess && mf_conv_session_n_ctx(sess) ? mf_conv_session_n_ctx(sess) : 4096;
     const int32_t train = mf_model_n_ctx_train(ch->m);
-    if (!o->mo.n_ctx && train > 0 && cp.n_ctx > train) cp.n_ctx = train;
+    if (!o->mo.n_ctx && !sess && train > 0 && cp.n_ctx > train) cp.n_ctx = train;
     if ((st = mf_context_create(ch->m, &cp, &ch->c))) {
         mf_conv_session_free(sess);
         return cli_error_status(st, "context"), 1;
@@ -376,8 +384,7 @@ static int setup(chat *ch) {
     }
     ch->save_to = o->session && !unreadable ? o->session : NULL;
     if (sess) {
-        mf_conv_session_free(sess);
-        if (!load_session(ch, o->session, true)) ch->save_to = NULL;
+        if (!apply_session(ch, o->session, sess)) ch->save_to = NULL;
         /* sampling flags given now apply over the session's settings */
         if (o->n_sample_at) {
             mf_sample_settings s;
@@ -389,6 +396,7 @@ static int setup(chat *ch) {
             if (ok && mf_conv_set_settings(ch->cv, &s)) cli_error("chat: %s", mf_last_error());
             mf_sample_settings_free(&s);
         }
+        if (o->think >= 0) mf_conv_set_thinking(ch->cv, o->think); /* given now: over the session's */
         if (o->mo.system && mf_conv_n_messages(ch->cv))
             chat_term_note(ch->term, "-sys is ignored: the session has its conversation (change it with /system)");
     }

@@ -157,6 +157,9 @@ const mf_conv_stats *mf_conv_last_stats(const mf_conv *cv) { return &cv->last; }
 int32_t mf_conv_n_cached(const mf_conv *cv) { return mf_context_seq_len(cv->ctx, cv->p.seq); }
 const mf_sample_settings *mf_conv_settings(const mf_conv *cv) { return &cv->settings; }
 const mf_sampler *mf_conv_sampler(const mf_conv *cv) { return mf_gen_sampler(cv->gen); }
+void mf_conv_set_thinking(mf_conv *cv, int enable_thinking) {
+    cv->p.enable_thinking = enable_thinking < 0 ? -1 : enable_thinking > 0;
+}
 
 mf_status mf_conv_set_settings(mf_conv *cv, const mf_sample_settings *s) {
     mf_sample_settings copy;

@@ -96,6 +96,8 @@ const mf_sample_settings *mf_conv_settings(const mf_conv *cv);
 /* Replace the sampling settings (copied). The random stream goes on where it was unless the seed
  * changed. Errors as mf_gen_create; then the old settings stay. */
 mf_status mf_conv_set_settings(mf_conv *cv, const mf_sample_settings *s);
+/* The template's enable_thinking from now on: -1 undefined, 0 or 1 (a session stores it). */
+void mf_conv_set_thinking(mf_conv *cv, int enable_thinking);
 /* The current sampler (for mf_sampler_describe). */
 const mf_sampler *mf_conv_sampler(const mf_conv *cv);
 

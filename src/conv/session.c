@@ -461,12 +461,15 @@ mf_status mf_conv_load(mf_conv *cv, const mf_conv_session *s, mf_conv_load_repor
     if (!bad && smpl->ok) {
         rep->sampler_restored = mf_sampler_state_load(mf_gen_sampler(gen), smpl->data, (size_t)smpl->size) == MF_OK;
         if (!rep->sampler_restored) note(rep, "its sampler state is not usable (%s)", mf_last_error());
+    } else if (!bad) {
+        note(rep, "its sampler state is %s: the random stream starts again from the seed",
+             smpl->present ? "corrupted" : "missing");
     }
     /* the cache: the saved cells, else the saved token ids prefilled again, else the next turn rebuilds */
     const int32_t seq = cv->p.seq;
     mf_context_seq_rm(cv->ctx, seq, 0, -1);
-    const int32_t n_tok = tk->ok ? (int32_t)(tk->size / 4 < (uint64_t)cv->n_ctx ? tk->size / 4 : (uint64_t)cv->n_ctx) : 0;
-    const bool toks_fit = tk->ok && tk->size / 4 < (uint64_t)cv->n_ctx;
+    const bool toks_fit = tk->ok && tk->size / 4 <= (uint64_t)cv->n_ctx;
+    const int32_t n_tok = toks_fit ? (int32_t)(tk->size / 4) : 0;
     int32_t *ids = toks_fit ? malloc(((size_t)n_tok + 1) * sizeof *ids) : NULL;
     for (int32_t i = 0; ids && i < n_tok; i++) ids[i] = (int32_t)get32(tk->data + 4 * i);
     bool ids_ok = ids != NULL;
