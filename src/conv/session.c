@@ -134,7 +134,7 @@ static char *conv_json(mf_conv *cv, mf_status *st) {
         if (m && cv->msgs[i].interrupted) json_object_set_new(m, "interrupted", json_true());
         bad |= json_array_append_new(msgs, m);
     }
-    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_INDENT(0));
+    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!text) *st = MF_ERR_NOMEM;
     return text;

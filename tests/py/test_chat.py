@@ -304,3 +304,16 @@ def test_damaged_and_foreign_sessions(smol, env, tmp_path, uninterrupted):
     r = resume(bytes(head) + good[32:])
     assert b"newer minfer (session format 2" in r.stderr and b"rebuilt from the messages" in r.stderr
     assert turns(r.stderr)[0][2] == 0
+
+
+@pytest.mark.parametrize("args", [[QWEN2], ["run", QWEN2, "-cnv"], ["-m", QWEN2, "-i"], [QWEN2, "--conversation"]])
+def test_conversation_spellings(env, args):
+    # `minfer MODEL` with no prompt on a terminal, and llama-cli's -cnv / -i, are `minfer chat`
+    c = pexpect.spawn(BIN, [*args, "--temp", "0", "-n", "3", "--color", "off"], env=env, timeout=30, dimensions=(50, 200))
+    c.expect_exact("Ctrl-D exits")
+    c.expect_exact("> ")
+    say(c, "Hello")
+    c.sendeof()
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
