@@ -166,6 +166,29 @@ mf_status mf_cuda_device_info(int i, mf_cuda_device *out);
  * leaves nothing behind. */
 void mf_remove_temp_files(void);
 
+/* ==== Writing files without losing data ====
+ * A file written through an mf_file_writer replaces its target only once all of it is on disk: the
+ * bytes go to a temporary file beside the target, which is fsynced, renamed over it, and the
+ * directory fsynced. A crash, a full disk or a failed write leaves the old file exactly as it was. A
+ * target that is a symlink is followed (the link stays; the file it points to is replaced); one that
+ * is a directory, a device, a FIFO or a socket is refused. New files get mode 0644, a replaced file
+ * keeps its mode. mf_remove_temp_files removes the temporary files of writers still open. A writer
+ * belongs to one thread. */
+typedef struct mf_file_writer mf_file_writer;
+/* Errors: MF_ERR_ARG (empty path), MF_ERR_IO naming the path and the reason (not a regular file,
+ * no such directory, permissions), MF_ERR_NOMEM. *out is NULL on failure. */
+mf_status mf_file_writer_open(const char *path, mf_file_writer **out);
+/* Append data[0..n). MF_ERR_IO ("no space left on device", ...): the temporary file is gone, later
+ * writes and the commit fail with the same error; end with mf_file_writer_abort. */
+mf_status mf_file_writer_write(mf_file_writer *w, const void *data, size_t n);
+/* Replace the target with what was written and free w, also on failure (then the target is as it
+ * was and the temporary file removed). */
+mf_status mf_file_writer_commit(mf_file_writer *w);
+/* Drop what was written and free w; accepts NULL. */
+void mf_file_writer_abort(mf_file_writer *w);
+/* The whole of data[0..n) as the new content of path, in one call (open, write, commit). */
+mf_status mf_file_write_all(const char *path, const void *data, size_t n);
+
 /* ==== Engine: models, contexts, forward passes ====
  *
  * A model is loaded once (weights stay in the mapped file) and is read-only: several contexts, on
@@ -257,6 +280,8 @@ int32_t mf_context_n_ubatch(const mf_context *c);
 /* The kernel level and float order the context runs. */
 mf_isa mf_context_isa(const mf_context *c);
 mf_float_order mf_context_order(const mf_context *c);
+/* The type of the KV cache's cells: MF_TYPE_F16, or MF_TYPE_F32 with kv_f32. */
+mf_type mf_context_kv_type(const mf_context *c);
 
 /* Sequence ids are 0 .. MF_MAX_SEQ - 1. */
 #define MF_MAX_SEQ 64

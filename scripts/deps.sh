@@ -9,6 +9,9 @@ set -euo pipefail
 apt_pkgs=(build-essential cmake pkg-config clang libclang-rt-dev libjansson-dev libmicrohttpd-dev unicode-data python3 python3-pip nginx-light)
 # libcurl4-openssl-dev and libssl-dev: src/hub (HTTP downloads; SHA-256 from OpenSSL's libcrypto).
 apt_pkgs+=(libcurl4-openssl-dev libssl-dev)
+# `minfer chat`: libedit for line editing and history, libxxhash for the session files' checksums,
+# tmux for the REPL tests that drive a real terminal.
+apt_pkgs+=(libedit-dev libxxhash-dev tmux)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,9 +29,11 @@ fi
 py_pkgs=(numpy gguf tokenizers jinja2 pytest openai)
 # huggingface_hub: tests/py/test_hub*.py check that its cache and minfer's are one (both ways).
 py_pkgs+=(huggingface_hub)
+# pexpect: tests/py/test_chat.py drives the REPL through a pseudo-terminal.
+py_pkgs+=(pexpect)
 missing_py() {
   local m out=()
-  for m in numpy gguf tokenizers jinja2 pytest openai huggingface_hub; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
+  for m in numpy gguf tokenizers jinja2 pytest openai huggingface_hub pexpect; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
   echo "${out[@]:-}"
 }
 if [ -n "$(missing_py)" ]; then

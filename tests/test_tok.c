@@ -528,7 +528,20 @@ static void test_random_bytes(const mf_tokenizer *t) {
     free(norm);
 }
 
+/* mf_utf8_valid_len: the valid prefix, up to the first bad byte. */
+static void test_utf8_valid_len(void) {
+    static const struct {
+        const char *s;
+        size_t n, want;
+    } c[] = {{"", 0, 0}, {"abc", 3, 3}, {"caf\xc3\xa9", 5, 5}, {"caf\xe9 x", 6, 3}, {"\xf0\x9f\x98\x80!", 5, 5},
+             {"a\xf0\x9f\x98", 4, 1}, {"\xc0\xaf", 2, 0}, {"\xed\xa0\x80", 3, 0}, {"ok\xff", 3, 2},
+             {"a\0b", 3, 3}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        CHECKF(mf_utf8_valid_len(c[i].s, c[i].n) == c[i].want, "case %zu: %zu", i, mf_utf8_valid_len(c[i].s, c[i].n));
+}
+
 int main(void) {
+    test_utf8_valid_len();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/minfer-tok-XXXXXX");
     CHECK(mkdtemp(tmpdir) != NULL);
     test_unicode();

@@ -176,6 +176,27 @@ void mf_sampler_reset(mf_sampler *s);
 /* The seed in use: the given one, or the one picked for MF_SAMPLER_SEED_RANDOM. */
 uint32_t mf_sampler_seed(const mf_sampler *s);
 
+/* Forget the token history only (the penalty and DRY windows); the random stream and Mirostat's mu
+ * go on. A conversation refills the history with the tokens now in context before each reply. */
+void mf_sampler_clear_history(mf_sampler *s);
+
+/* The sampler's state as a byte image, so that a saved conversation draws what it would have drawn
+ * uninterrupted: the random stream's position, Mirostat's running mu, the seed, and the tokens in
+ * the penalty and DRY windows (oldest first). It holds no settings: load it into a sampler created
+ * with the same parameters. Format (little-endian), version 1: "MFSMPL\0\0", u32 version, u32
+ * n_vocab, u32 seed, u32 n_penalty_tokens, u32 n_dry_tokens, f32 mu, u64 rng[4], then the int32
+ * penalty tokens and the int32 DRY tokens; 64 + 4 * (tokens) bytes. It carries no checksum: the file
+ * that holds it (a session file) does. */
+size_t mf_sampler_state_size(const mf_sampler *s);
+/* Write the image into buf[0..cap); MF_ERR_RANGE if it does not fit. *written: its size. */
+mf_status mf_sampler_state_save(const mf_sampler *s, void *buf, size_t cap, size_t *written);
+/* Restore an image. The windows are refilled from its tokens (the most recent ones, when this
+ * sampler's window is smaller; none for a stage that is off). Checks the whole image first and on
+ * error leaves s as it was: MF_ERR_FORMAT (not an image, wrong size, a token outside the
+ * vocabulary, mu not finite), MF_ERR_UNSUPPORTED (a newer version), MF_ERR_ARG (another vocabulary
+ * size). */
+mf_status mf_sampler_state_load(mf_sampler *s, const void *data, size_t size);
+
 /* Stage names for --samplers: canonical "top_k" and llama.cpp's alternates ("top-k", "nucleus",
  * "typical", "temp", ...). Returns MF_STAGE_COUNT when unknown. */
 mf_sampler_stage mf_sampler_stage_from_name(const char *name, size_t len);
@@ -283,6 +304,9 @@ mf_status mf_gen_create(const mf_sampler_params *params, const char *const *stop
 void mf_gen_free(mf_gen *g);
 /* Start a new generation with the same settings: empty history, the seed's stream from the start. */
 void mf_gen_reset(mf_gen *g);
+/* Start the next generation of the same sequence (a conversation's next reply): the stop-string
+ * matcher and the token count start over, the sampler keeps its history and random stream. */
+void mf_gen_restart(mf_gen *g);
 
 /* Add prompt tokens to the sampler's history. MF_ERR_RANGE for an id outside the vocabulary. */
 mf_status mf_gen_prompt(mf_gen *g, const int32_t *ids, size_t n);
@@ -350,6 +374,12 @@ void mf_sample_settings_clear_breakers(mf_sample_settings *s);
  * it should be, then with the range check of mf_sampler_params_check; s may be partly updated on
  * failure. */
 mf_status mf_sample_settings_from_json(mf_sample_settings *s, const char *json);
+/* The settings as a JSON object with the names mf_sample_settings_from_json reads, so that reading
+ * it back into default settings gives the same settings (every field is written; logit biases as
+ * [[id or text, bias or false], ...], DRY breakers only when they are not the defaults, seed -1 for
+ * a random one). *out: a malloc'd NUL-terminated string (caller frees). MF_ERR_ARG for a value JSON
+ * cannot hold (an infinite or NaN setting), MF_ERR_NOMEM. */
+mf_status mf_sample_settings_to_json(const mf_sample_settings *s, char **out);
 
 #ifdef __cplusplus
 }

@@ -103,6 +103,10 @@ mf_status mf_tokenizer_token_to_bytes(const mf_tokenizer *tok, int32_t id, unsig
 mf_status mf_tokenizer_decode(const mf_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
                               char **out, size_t *out_len);
 
+/* The length of the longest prefix of s[0..n) that is valid UTF-8 (n when all of it is; overlong
+ * forms and surrogates are invalid), so a program can refuse text that is not and name the byte. */
+size_t mf_utf8_valid_len(const char *s, size_t n);
+
 /* Streaming decoder for generated tokens. push() returns the text that is now safe to show: only
  * complete UTF-8 characters (a sequence that can never complete becomes U+FFFD), and, when stop
  * strings are set, never text that could be the start of a stop string (the matcher of

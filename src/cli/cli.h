@@ -25,6 +25,7 @@
 /* The command table: X(name, function, one-line help). Add a line per command. */
 #define MF_CLI_COMMANDS(X)                                                                         \
     X("run", cmd_run, "generate a reply to a prompt (also: minfer MODEL PROMPT)")                 \
+    X("chat", cmd_chat, "a conversation: line editing, /commands, saved sessions (also: minfer MODEL)") \
     X("logits", cmd_logits, "write the logits of a list of token ids (float32)")                     \
     X("info", cmd_info, "describe a GGUF model: architecture, shapes, tokenizer, tensors")        \
     X("tokenize", cmd_tokenize, "show the token ids and pieces of a text")                         \
@@ -46,6 +47,11 @@ MF_CLI_COMMANDS(MF_CLI_DECLARE)
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* Print the library's last error for a failed status: "minfer: <what>: <message>". */
 void cli_error_status(mf_status s, const char *what);
+/* Flush standard output and say whether everything written to it so far arrived (false after a
+ * failed write: a full disk, a closed pipe); cli_stdout_error names the first failure. A command
+ * that streams calls it as it goes and stops on false; main reports it and exits non-zero. */
+bool cli_stdout_ok(void);
+const char *cli_stdout_error(void);
 /* Parse a whole decimal integer in [lo, hi]; on failure print an error naming flag and return false. */
 bool cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out);
 bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);

@@ -69,3 +69,14 @@ void cli_context_env(mf_context_params *p) {
     if (trace && *trace) p->trace_path = trace;
     if (dump && *dump) p->trace_dump_dir = dump;
 }
+
+static int stdout_errno; /* the errno of the first failed write to stdout, -1 when unknown */
+
+bool cli_stdout_ok(void) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    if (!stdout_errno) stdout_errno = errno ? errno : -1;
+    return false;
+}
+
+const char *cli_stdout_error(void) { return stdout_errno > 0 ? strerror(stdout_errno) : "write error"; }

@@ -21,7 +21,7 @@ static void dump_usage(FILE *f) {
 }
 
 /* Dequantize t row by row, passing each row to out (a FILE, or NULL for statistics only). */
-static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path, bool print) {
+static int dump_tensor(const mf_gguf_tensor *t, mf_file_writer *out, bool print) {
     const int64_t row = t->ne[0];
     int64_t nrows = 1;
     for (uint32_t d = 1; d < MF_GGUF_MAX_DIMS; d++) nrows *= t->ne[d];
@@ -43,8 +43,8 @@ static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path,
     int rc = 0;
     for (int64_t r = 0; r < nrows && row > 0; r++) {
         mf_gguf_tensor_to_f32(t, r, 1, buf);
-        if (out && fwrite(buf, sizeof(float), (size_t)row, out) != (size_t)row) {
-            cli_error("writing %s: %s", out_path, strerror(errno));
+        if (out && (st = mf_file_writer_write(out, buf, (size_t)row * sizeof(float)))) {
+            cli_error_status(st, "dump");
             rc = 1;
             break;
         }
@@ -71,18 +71,21 @@ static int dump_tensor(const mf_gguf_tensor *t, FILE *out, const char *out_path,
     return rc;
 }
 
+/* Written atomically: on any error the old file (if any) stays exactly as it was. */
 static int dump_to_file(const mf_gguf_tensor *t, const char *path) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        cli_error("cannot create %s: %s", path, strerror(errno));
+    mf_file_writer *w;
+    mf_status st = mf_file_writer_open(path, &w);
+    if (st) {
+        cli_error_status(st, "dump");
         return 1;
     }
-    int rc = dump_tensor(t, f, path, false);
-    if (fclose(f) != 0 && rc == 0) {
-        cli_error("writing %s: %s", path, strerror(errno));
+    int rc = dump_tensor(t, w, false);
+    if (rc) {
+        mf_file_writer_abort(w);
+    } else if ((st = mf_file_writer_commit(w))) {
+        cli_error_status(st, "dump");
         rc = 1;
     }
-    if (rc) remove(path);
     return rc;
 }
 
@@ -128,7 +131,7 @@ int cmd_dump(int argc, char **argv) {
             cli_error("%s: no tensor named '%s' (minfer info lists them)", model, tensor);
             rc = 1;
         } else {
-            rc = out ? dump_to_file(t, out) : dump_tensor(t, NULL, NULL, true);
+            rc = out ? dump_to_file(t, out) : dump_tensor(t, NULL, true);
         }
     } else {
         if (mkdir(out, 0777) != 0 && errno != EEXIST) {

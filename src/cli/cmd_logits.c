@@ -4,11 +4,14 @@
  * logits in the test fixtures). The KV cache is F32 by default here, as the references use. */
 #include "cli.h"
 
+#include <errno.h>
+
 #include <stdlib.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: minfer logits MODEL --ids FILE -o OUT.f32 [--all] [--ctx N] [-t N] [--kv-type f32|f16]\n"
-               "  --ids FILE   token ids separated by whitespace\n"
+               "  --ids FILE   token ids separated by spaces or commas, [ ] allowed (`minfer tokenize\n"
+               "               --ids` output as it is); - reads standard input\n"
                "  -o FILE      output: float32 little-endian, n_vocab values per row\n"
                "  --all        logits of every position (default: the last one)\n"
                "  --ctx N      context size (default: the number of ids)\n"
@@ -16,24 +19,34 @@ static void usage(FILE *f) {
                "  --kv-type T  KV cache type (default f32)\n");
 }
 
-/* Read whitespace-separated integers; *ids is malloc'd. */
+/* Read token ids separated by whitespace or commas, optionally inside [ ] (the output of
+ * `minfer tokenize --ids` as it is); path "-" is standard input. *ids is malloc'd. */
 static bool read_ids(const char *path, int32_t **ids, int32_t *n) {
-    FILE *f = fopen(path, "r");
+    const bool std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "r");
     if (!f) {
-        cli_error("cannot open '%s'", path);
+        cli_error("cannot open '%s': %s", path, strerror(errno));
         return false;
     }
     int32_t cap = 256, k = 0;
     int32_t *v = malloc((size_t)cap * sizeof *v);
-    long long x;
-    int rc;
-    while (v && (rc = fscanf(f, "%lld", &x)) == 1) {
-        if (x < 0 || x > INT32_MAX) {
-            cli_error("%s: token id %lld out of range", path, x);
-            free(v);
-            fclose(f);
-            return false;
+    long long x = -1; /* the number being read, -1 between numbers */
+    bool bad = false;
+    for (int c; v && !bad && (c = fgetc(f)) != EOF;) {
+        if (c >= '0' && c <= '9') {
+            x = (x < 0 ? 0 : x) * 10 + (c - '0');
+            if (x > INT32_MAX) {
+                cli_error("%s: token id %lld... out of range", path, x);
+                bad = true;
+            }
+            continue;
         }
+        if (!strchr(" \t\r\n,[]", c)) {
+            cli_error("%s: not a list of integers: '%c' (give token ids separated by spaces or commas)", path, c);
+            bad = true;
+            break;
+        }
+        if (x < 0) continue;
         if (k == cap) {
             int32_t *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
             if (!nv) free(v);
@@ -41,15 +54,22 @@ static bool read_ids(const char *path, int32_t **ids, int32_t *n) {
             if (!v) break;
         }
         v[k++] = (int32_t)x;
+        x = -1;
     }
-    bool bad = v && !feof(f);
-    fclose(f);
+    if (v && !bad && x >= 0) { /* the last number, without a separator after it */
+        int32_t *nv = k == cap ? realloc(v, (size_t)(cap + 1) * sizeof *v) : v;
+        if (!nv) free(v);
+        v = nv;
+        if (v) v[k++] = (int32_t)x;
+    }
+    const bool read_error = ferror(f);
+    if (!std_in) fclose(f);
     if (!v) {
         cli_error("out of memory reading '%s'", path);
         return false;
     }
-    if (bad || k == 0) {
-        cli_error("%s: %s", path, k == 0 ? "no token ids" : "not a list of integers");
+    if (bad || read_error || k == 0) {
+        if (!bad) cli_error("%s: %s", path, read_error ? "read error" : "no token ids");
         free(v);
         return false;
     }

@@ -3,44 +3,27 @@
  * produced, stop at an end-of-generation token, a stop string or -n, and print a summary (load
  * time, prompt and generation speed) to stderr. */
 #include "cli.h"
+#include "model_args.h"
 #include "sample_args.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minfer run MODEL [PROMPT] [options]     (or: minfer MODEL [PROMPT])\n"
-            "  PROMPT                 the user message; read from standard input when absent\n"
+            "  PROMPT                 the user message; read from standard input when absent (and\n"
+            "                         standard input is not a terminal: then it is `minfer chat`)\n"
             "  --raw                  send PROMPT to the model as is (no chat template)\n"
-            "  --system TEXT          system prompt\n"
-            "  --ctx N                context size in tokens (default: the model's)\n"
-            "  -t, --threads N        CPU threads (default: all)\n"
-            "  --ubatch N             prefill chunk size (default 512)\n"
-            "  --kv-type f16|f32      KV cache type (default f16)\n"
-            "  --no-fuse              disable the graph fusion passes\n"
-            "  --no-mmap              read the model into memory (huge pages) instead of mapping it\n"
-            "                         (a copy; for systems that give mapped files no huge pages)\n"
+            "  -cnv, -i, --conversation  a conversation: the same as `minfer chat MODEL`\n");
+    cli_model_usage(f);
+    fprintf(f,
             "  --dump-graph-dot FILE  write the scheduled graph as Graphviz DOT\n"
             "  --dump-graph-json FILE write the scheduled graph as JSON (docs/graph-json.md)\n"
             "  --dump-graph-stage S   which graph to write: prefill (default) or decode\n"
             "  MINFER_TRACE=FILE      environment: per-node statistics of the run as JSON\n"
             "sampling (llama.cpp's flags and defaults; --temp 0 is greedy):\n");
     mf_cli_sample_usage(f);
-}
-
-static char *read_stdin(void) {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, stdin);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf) buf[n] = 0;
-    return buf;
 }
 
 /* The prompt text the model sees: the chat template applied to [system], user. */
@@ -56,17 +39,25 @@ static mf_status format_prompt(const mf_model *m, const char *system, const char
 }
 
 typedef struct {
-    const char *model, *prompt, *system, *dot, *json, *stage;
-    bool raw, no_fuse, kv_f32, no_mmap;
-    long long n_ctx, threads, ubatch;
+    cli_model_opts mo;
+    const char *dot, *json, *stage;
+    bool raw;
+    const char *chat_only; /* a `minfer chat` option given (fine when this becomes a conversation) */
 } run_opts;
 
+/* -1: go on; else the exit code (after --help: 0, a usage error: 2). */
 static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
     memset(o, 0, sizeof *o);
+    cli_model_opts_init(&o->mo);
     o->stage = "prefill";
-    o->ubatch = 512;
     for (int i = 1; i < argc; i++) {
+        if (cli_end_of_options(argv[i], &o->mo)) continue;
+        if (o->mo.end_of_options || argv[i][0] != '-' || !argv[i][1]) {
+            if (!cli_model_positional(&o->mo, "run", argv[i])) return 2;
+            continue;
+        }
         int r = mf_cli_sample_arg(argc, argv, &i, so);
+        if (r == 0) r = cli_model_arg(argc, argv, &i, &o->mo);
         if (r < 0) return 2;
         if (r > 0) continue;
         const char *v;
@@ -75,26 +66,15 @@ static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
             return 0;
         } else if (!strcmp(argv[i], "--raw")) {
             o->raw = true;
-        } else if (!strcmp(argv[i], "--no-fuse")) {
-            o->no_fuse = true;
-        } else if (!strcmp(argv[i], "--no-mmap")) {
-            o->no_mmap = true;
-        } else if ((r = cli_take_value(argc, argv, &i, "--system", &v))) {
-            if (r < 0) return 2;
-            o->system = v;
-        } else if ((r = cli_take_value(argc, argv, &i, "--ctx", &v))) {
-            if (r < 0 || !cli_parse_int("--ctx", v, 1, 1 << 24, &o->n_ctx)) return 2;
-        } else if ((r = cli_take_value(argc, argv, &i, "-t", &v)) || (r = cli_take_value(argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &o->threads)) return 2;
-        } else if ((r = cli_take_value(argc, argv, &i, "--ubatch", &v))) {
-            if (r < 0 || !cli_parse_int("--ubatch", v, 1, 8192, &o->ubatch)) return 2;
-        } else if ((r = cli_take_value(argc, argv, &i, "--kv-type", &v))) {
-            if (r < 0) return 2;
-            if (strcmp(v, "f16") && strcmp(v, "f32")) {
-                cli_error("--kv-type: '%s' is not f16 or f32", v);
-                return 2;
-            }
-            o->kv_f32 = !strcmp(v, "f32");
+        } else if (!strcmp(argv[i], "--color") || !strcmp(argv[i], "-co")) {
+            /* accepted as llama-cli does; run prints plain text (its optional value is skipped) */
+            if (i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "auto")))
+                i++;
+        } else if (!strcmp(argv[i], "--hide-thinking") || !strcmp(argv[i], "--no-history")) {
+            o->chat_only = argv[i];
+        } else if (!strcmp(argv[i], "--think")) {
+            o->chat_only = argv[i];
+            i += i + 1 < argc;
         } else if ((r = cli_take_value(argc, argv, &i, "--dump-graph-dot", &v))) {
             if (r < 0) return 2;
             o->dot = v;
@@ -108,23 +88,31 @@ static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
                 return 2;
             }
             o->stage = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error("run: unknown option '%s' (see minfer run --help)", argv[i]);
-            return 2;
-        } else if (!o->model) {
-            o->model = argv[i];
-        } else if (!o->prompt) {
-            o->prompt = argv[i];
         } else {
-            cli_error("run: unexpected argument '%s' (quote the prompt)", argv[i]);
+            cli_error("run: unknown option '%s' (see minfer run --help)", argv[i]);
             return 2;
         }
     }
-    if (!o->model) {
+    if (!o->mo.model) {
         usage(stderr);
         return 2;
     }
-    return -1;
+    if (o->raw && o->mo.system) cli_error("warning: --system is ignored with --raw (no chat template to put it in)");
+    if (o->chat_only && (o->mo.prompt || o->mo.prompt_file)) {
+        cli_error("run: %s is an option of `minfer chat`", o->chat_only);
+        return 2;
+    }
+    return cli_model_finish(&o->mo, "run") ? -1 : 2;
+}
+
+/* `minfer run ... -cnv` (llama-cli's spellings) is `minfer chat ...`. */
+static bool wants_conversation(int argc, char **argv) {
+    static const char *const flags[] = {"-cnv", "--cnv", "--conversation", "-i", "--interactive", "--interactive-first",
+                                        "--session"};
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        for (size_t k = 0; k < CLI_ARRAY_LEN(flags); k++)
+            if (!strcmp(argv[i], flags[k])) return true;
+    return false;
 }
 
 static const char *reason_text(mf_stop_reason r) {
@@ -136,40 +124,45 @@ static const char *reason_text(mf_stop_reason r) {
 }
 
 int cmd_run(int argc, char **argv) {
+    if (wants_conversation(argc, argv)) return cmd_chat(argc, argv);
     run_opts o;
     mf_cli_sample_opts so;
     mf_cli_sample_opts_init(&so);
     int rc = parse(argc, argv, &o, &so);
-    if (rc >= 0) {
+    /* no prompt and a person at the terminal: a conversation, as llama-cli and ollama do */
+    const bool chat = rc < 0 && !o.mo.prompt && !o.raw && !o.dot && !o.json && isatty(STDIN_FILENO);
+    if (rc >= 0 || chat) {
         mf_cli_sample_opts_free(&so);
-        return rc;
+        cli_model_opts_free(&o.mo);
+        return chat ? cmd_chat(argc, argv) : rc;
     }
     rc = 1;
     mf_model *m = NULL;
     mf_context *c = NULL;
     const mf_tokenizer *tok = NULL;
     mf_gen *gen = NULL;
-    bool context_full = false;
+    bool context_full = false, out_failed = false;
     char *stdin_text = NULL, *text = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     mf_status st;
     const char *what = "run";
-    if (!(o.model = cli_model(o.model))) goto done;
+    if (!(o.mo.model = cli_model(o.mo.model))) goto done; /* a path, a cached name, hf:..., ollama:... */
     double t0 = mf_time_s();
 
-    const mf_model_load_params lp = {.no_mmap = o.no_mmap};
-    if ((st = mf_model_load_ex(o.model, &lp, &m))) goto fail;
+    const mf_model_load_params lp = {.no_mmap = o.mo.no_mmap};
+    if ((st = mf_model_load_ex(o.mo.model, &lp, &m))) goto fail;
     double load_s = mf_time_s() - t0;
     what = "tokenizer";
     if (!(tok = mf_model_tokenizer(m))) {
         st = MF_ERR_FORMAT;
         goto fail;
     }
-    const char *prompt = o.prompt;
+    const char *prompt = o.mo.prompt;
     if (!prompt) {
-        if (!(stdin_text = read_stdin())) {
-            cli_error("run: cannot read the prompt from standard input");
+        if (!(stdin_text = cli_read_stdin())) goto done;
+        if (mf_utf8_valid_len(stdin_text, strlen(stdin_text)) != strlen(stdin_text)) {
+            cli_error("run: the prompt (standard input) is not valid UTF-8");
             goto done;
         }
         prompt = stdin_text;
@@ -177,7 +170,7 @@ int cmd_run(int argc, char **argv) {
     what = "chat template";
     if (o.raw) {
         text = strdup(prompt);
-    } else if ((st = format_prompt(m, o.system, prompt, &text))) {
+    } else if ((st = format_prompt(m, o.mo.system, prompt, &text))) {
         goto fail;
     }
     what = "tokenizing the prompt";
@@ -190,13 +183,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
 
-    mf_context_params cp = mf_context_default_params();
-    cli_context_env(&cp);
-    cp.n_ctx = (int32_t)o.n_ctx;
-    cp.n_threads = (int32_t)o.threads;
-    cp.n_ubatch = (int32_t)o.ubatch;
-    cp.kv_f32 = o.kv_f32;
-    cp.fusions = o.no_fuse ? 0 : MF_FUSION_ALL;
+    mf_context_params cp = cli_model_context_params(&o.mo);
     what = "context";
     if ((st = mf_context_create(m, &cp, &c))) goto fail;
     int32_t n_ctx = mf_context_n_ctx(c);
@@ -233,7 +220,10 @@ int cmd_run(int argc, char **argv) {
         int32_t t;
         if ((st = mf_gen_next(gen, mf_context_logits(c, 0), &t, &piece, &len, &reason))) goto fail;
         fwrite(piece, 1, len, stdout);
-        fflush(stdout);
+        if (!cli_stdout_ok()) { /* main reports it; generating on would lose the reply */
+            out_failed = true;
+            break;
+        }
         if (reason != MF_STOP_NONE) break;
         if (pos + 1 >= n_ctx) {
             if ((st = mf_gen_finish(gen, &piece, &len))) goto fail;
@@ -253,7 +243,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "\nminfer: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s "
                     "(%s) | %d threads\n",
             load_s, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, n_gen,
-            gen_s > 0 ? (double)n_gen / gen_s : 0.0, context_full ? "context full" : reason_text(reason),
+            gen_s > 0 ? (double)n_gen / gen_s : 0.0, out_failed ? "output error" : context_full ? "context full" : reason_text(reason),
             mf_context_n_threads(c));
     rc = 0;
     goto done;
@@ -264,6 +254,7 @@ done:
     mf_context_free(c);
     mf_model_free(m);
     mf_cli_sample_opts_free(&so);
+    cli_model_opts_free(&o.mo);
     free(ids);
     free(text);
     free(stdin_text);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     const char *name;
@@ -21,6 +22,23 @@ static void usage(FILE *f) {
     fprintf(f, "\n`minfer COMMAND --help` describes a command.\n");
 }
 
+/* A word that is no file and has no '/' or '.' is a command name (`minfer serve` before there is
+ * one), not a model to open. */
+static bool looks_like_command(const char *a) {
+    struct stat st;
+    return a[0] != '-' && !strpbrk(a, "/.") && stat(a, &st) != 0;
+}
+
+/* Whatever a command printed must have reached standard output: a failed write (a full disk,
+ * `> /dev/full`) is an error, never a silent exit 0. */
+static int finish_stdout(int rc) {
+    if (!cli_stdout_ok() && rc == 0) { /* a command that failed has said why */
+        cli_error("cannot write to standard output: %s", cli_stdout_error());
+        return 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *log = getenv("MINFER_LOG");
     mf_log_level level;
@@ -28,7 +46,7 @@ int main(int argc, char **argv) {
         if (mf_log_level_from_name(log, &level) == MF_OK)
             mf_log_set_level(level);
         else
-            cli_error("MINFER_LOG: %s", mf_last_error());
+            cli_error("warning: MINFER_LOG: %s; keeping the default (warn)", mf_last_error());
     }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
@@ -53,8 +71,15 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    for (size_t i = 0; commands[i].name; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    int rc = -1;
+    for (size_t i = 0; commands[i].name && rc < 0; i++)
+        if (!strcmp(argv[1], commands[i].name)) rc = commands[i].fn(argc - 1, argv + 1);
+    if (rc < 0 && looks_like_command(argv[1])) {
+        cli_error("unknown command '%s' (`minfer help` lists the commands; to run a model, give the path of its "
+                  "GGUF file)", argv[1]);
+        return 2;
+    }
     /* `minfer MODEL [PROMPT]` is `minfer run MODEL [PROMPT]` */
-    return cmd_run(argc, argv);
+    if (rc < 0) rc = cmd_run(argc, argv);
+    return finish_stdout(rc);
 }

@@ -241,3 +241,62 @@ uint64_t mf_hash_bytes(const void *data, size_t n, uint64_t seed) {
     mf_hash_update(&h, data, n);
     return mf_hash_final(&h);
 }
+
+/* ---- the public writer (minfer.h): mf_atomic_file behind an opaque handle ---- */
+
+struct mf_file_writer {
+    mf_atomic_file f;
+    mf_status failed; /* the first write error, returned again by later calls */
+    char *error;      /* its message */
+};
+
+mf_status mf_file_writer_open(const char *path, mf_file_writer **out) {
+    *out = NULL;
+    mf_file_writer *w = mf_calloc(1, sizeof *w);
+    if (!w) return MF_ERR_NOMEM;
+    mf_status s = mf_atomic_begin(&w->f, path);
+    if (s) {
+        free(w);
+        return s;
+    }
+    *out = w;
+    return MF_OK;
+}
+
+static mf_status writer_failed(const mf_file_writer *w) {
+    return mf_fail(w->failed, "%s", w->error ? w->error : mf_status_str(w->failed));
+}
+
+mf_status mf_file_writer_write(mf_file_writer *w, const void *data, size_t n) {
+    if (w->failed) return writer_failed(w);
+    mf_status s = mf_atomic_write(&w->f, data, n);
+    if (s) {
+        w->failed = s;
+        w->error = mf_strdup(mf_last_error());
+    }
+    return s;
+}
+
+mf_status mf_file_writer_commit(mf_file_writer *w) {
+    mf_status s = w->failed ? writer_failed(w) : mf_atomic_commit(&w->f);
+    mf_file_writer_abort(w);
+    return s;
+}
+
+void mf_file_writer_abort(mf_file_writer *w) {
+    if (!w) return;
+    mf_atomic_abort(&w->f);
+    free(w->error);
+    free(w);
+}
+
+mf_status mf_file_write_all(const char *path, const void *data, size_t n) {
+    mf_file_writer *w;
+    mf_status s = mf_file_writer_open(path, &w);
+    if (s) return s;
+    if ((s = mf_file_writer_write(w, data, n))) {
+        mf_file_writer_abort(w);
+        return s;
+    }
+    return mf_file_writer_commit(w);
+}

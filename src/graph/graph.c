@@ -38,9 +38,12 @@ int64_t mf_node_nelements(const mf_node *n) { return n->ne[0] * n->ne[1] * n->ne
 
 size_t mf_node_nbytes(const mf_node *n) { return (size_t)mf_node_nelements(n) * 4; /* F32 and I32 */ }
 
-/* Append a node of shape ne with the given sources; returns its id or -1. */
-static int32_t push(mf_graph *g, mf_op op, mf_type type, const int64_t ne[4], int n_src, const int32_t *src) {
+/* Append a node of shape ne with the given sources; returns its id or -1. ne may point into the
+ * node array (another node's shape), which the growth below may move: it is copied first. */
+static int32_t push(mf_graph *g, mf_op op, mf_type type, const int64_t ne_in[4], int n_src, const int32_t *src) {
     if (g->status != MF_OK) return -1;
+    int64_t ne[4];
+    memcpy(ne, ne_in, sizeof ne);
     for (int i = 0; i < n_src; i++) {
         if (src[i] < 0) return -1; /* a failed earlier call; status already set */
         MF_ASSERT(src[i] < g->n_nodes);

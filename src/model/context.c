@@ -144,6 +144,7 @@ const mf_model *mf_context_model(const mf_context *c) { return c->m; }
 int32_t mf_context_n_threads(const mf_context *c) { return c->p.n_threads; }
 int32_t mf_context_n_ubatch(const mf_context *c) { return c->p.n_ubatch; }
 mf_isa mf_context_isa(const mf_context *c) { return c->p.isa; }
+mf_type mf_context_kv_type(const mf_context *c) { return c->p.kv_f32 ? MF_TYPE_F32 : MF_TYPE_F16; }
 mf_float_order mf_context_order(const mf_context *c) { return c->p.order; }
 int32_t mf_context_n_graph_builds(const mf_context *c) { return c->n_builds; }
 int32_t mf_context_n_outputs(const mf_context *c) { return c->n_outputs; }

@@ -61,6 +61,12 @@ void mf_gen_reset(mf_gen *g) {
     g->ended = false;
 }
 
+void mf_gen_restart(mf_gen *g) {
+    mf_stop_reset(g->stop);
+    g->n_gen = 0;
+    g->ended = false;
+}
+
 mf_status mf_gen_prompt(mf_gen *g, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++) {
         mf_status st = mf_sampler_accept(g->smp, ids[i]);

@@ -139,24 +139,32 @@ void mf_history_free(mf_sampler *s) {
     free(s->breaker_len);
 }
 
-void mf_history_accept(mf_sampler *s, int32_t token) {
-    if (s->pen_on) {
-        mf_ring *r = &s->pen;
-        if (r->len == r->cap) {
-            int32_t old = r->data[r->head]; /* the oldest entry, about to be overwritten */
-            if (--s->pen_count[old] == 0) {
-                int32_t last = s->pen_distinct[--s->n_distinct];
-                s->pen_distinct[s->pen_pos[old]] = last;
-                s->pen_pos[last] = s->pen_pos[old];
-            }
-        }
-        ring_push(r, token);
-        if (s->pen_count[token]++ == 0) {
-            s->pen_pos[token] = (int32_t)s->n_distinct;
-            s->pen_distinct[s->n_distinct++] = token;
+static void pen_accept(mf_sampler *s, int32_t token) {
+    mf_ring *r = &s->pen;
+    if (r->len == r->cap) {
+        int32_t old = r->data[r->head]; /* the oldest entry, about to be overwritten */
+        if (--s->pen_count[old] == 0) {
+            int32_t last = s->pen_distinct[--s->n_distinct];
+            s->pen_distinct[s->pen_pos[old]] = last;
+            s->pen_pos[last] = s->pen_pos[old];
         }
     }
+    ring_push(r, token);
+    if (s->pen_count[token]++ == 0) {
+        s->pen_pos[token] = (int32_t)s->n_distinct;
+        s->pen_distinct[s->n_distinct++] = token;
+    }
+}
+
+void mf_history_accept(mf_sampler *s, int32_t token) {
+    if (s->pen_on) pen_accept(s, token);
     if (s->dry_on) ring_push(&s->dry, token);
+}
+
+void mf_history_restore(mf_sampler *s, const int32_t *pen, size_t n_pen, const int32_t *dry, size_t n_dry) {
+    mf_history_reset(s);
+    for (size_t i = n_pen > s->pen.cap ? n_pen - s->pen.cap : 0; s->pen_on && i < n_pen; i++) pen_accept(s, pen[i]);
+    for (size_t i = n_dry > s->dry.cap ? n_dry - s->dry.cap : 0; s->dry_on && i < n_dry; i++) ring_push(&s->dry, dry[i]);
 }
 
 void mf_history_reset(mf_sampler *s) {

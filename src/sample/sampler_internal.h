@@ -139,6 +139,8 @@ mf_status mf_history_init(mf_sampler *s, const mf_sampler_params *p, const mf_sa
 void mf_history_free(mf_sampler *s);
 void mf_history_accept(mf_sampler *s, int32_t token);
 void mf_history_reset(mf_sampler *s);
+/* Refill the windows with the last tokens of pen[0..n_pen) and dry[0..n_dry) (oldest first). */
+void mf_history_restore(mf_sampler *s, const int32_t *pen, size_t n_pen, const int32_t *dry, size_t n_dry);
 void mf_stage_penalties(mf_sampler *s);
 void mf_stage_dry(mf_sampler *s);
 

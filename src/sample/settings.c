@@ -273,3 +273,76 @@ mf_status mf_sample_settings_from_json(mf_sample_settings *s, const char *json) 
     json_decref(req);
     return st;
 }
+
+/* ---- the JSON form of settings, read back by mf_sample_settings_from_json ---- */
+
+static int put_real(json_t *o, const char *key, float v) {
+    return isfinite(v) ? json_object_set_new(o, key, json_real((double)v)) : -1;
+}
+
+mf_status mf_sample_settings_to_json(const mf_sample_settings *s, char **out) {
+    *out = NULL;
+    const mf_sampler_params *p = &s->params;
+    json_t *o = json_object();
+    if (!o) return MF_ERR_NOMEM;
+    const struct {
+        const char *key;
+        float v;
+    } reals[] = {
+        {"temperature", p->temp}, {"dynatemp_range", p->dynatemp_range}, {"dynatemp_exponent", p->dynatemp_exponent},
+        {"top_p", p->top_p}, {"min_p", p->min_p}, {"typical_p", p->typ_p}, {"top_n_sigma", p->top_n_sigma},
+        {"xtc_probability", p->xtc_probability}, {"xtc_threshold", p->xtc_threshold},
+        {"repeat_penalty", p->penalty_repeat}, {"frequency_penalty", p->penalty_freq},
+        {"presence_penalty", p->penalty_present}, {"dry_multiplier", p->dry_multiplier}, {"dry_base", p->dry_base},
+        {"mirostat_tau", p->mirostat_tau}, {"mirostat_eta", p->mirostat_eta},
+    };
+    int bad = 0; /* a jansson call that failed: out of memory, or (for reals) a value JSON cannot hold */
+    const char *bad_key = NULL;
+    for (size_t i = 0; i < MF_ARRAY_LEN(reals); i++)
+        if (put_real(o, reals[i].key, reals[i].v) && !bad_key) bad_key = reals[i].key;
+    const struct {
+        const char *key;
+        long long v;
+    } ints[] = {
+        {"top_k", p->top_k}, {"min_keep", p->min_keep}, {"repeat_last_n", p->penalty_last_n},
+        {"dry_allowed_length", p->dry_allowed_length}, {"dry_penalty_last_n", p->dry_penalty_last_n},
+        {"mirostat", p->mirostat}, {"n_predict", s->n_predict},
+        {"seed", p->seed == MF_SAMPLER_SEED_RANDOM ? -1 : (long long)p->seed},
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(ints); i++) bad |= json_object_set_new(o, ints[i].key, json_integer(ints[i].v));
+    bad |= json_object_set_new(o, "ignore_eos", json_boolean(p->ignore_eos));
+    json_t *stop = json_array(), *samplers = json_array(), *bias = json_array();
+    bad |= json_object_set_new(o, "stop", stop) | json_object_set_new(o, "samplers", samplers) |
+           json_object_set_new(o, "logit_bias", bias);
+    /* json_string is NULL for text that is not UTF-8 (a stop string written with \xHH escapes) */
+    for (size_t i = 0; stop && i < s->n_stop; i++)
+        if (json_array_append_new(stop, json_string(s->stop[i])) && !bad_key) bad_key = "stop";
+    for (size_t i = 0; samplers && i < p->n_stages; i++)
+        bad |= json_array_append_new(samplers, json_string(mf_sampler_stage_name(p->stages[i])));
+    for (size_t i = 0; bias && i < p->n_logit_bias; i++) {
+        const mf_logit_bias *b = &p->logit_bias[i];
+        if (isnan(b->bias) || b->bias == INFINITY) {
+            if (!bad_key) bad_key = "logit_bias";
+            continue;
+        }
+        json_t *key = b->text ? json_string(b->text) : json_integer(b->token);
+        json_t *val = b->bias == -INFINITY ? json_false() : json_real((double)b->bias);
+        if (!key) {
+            json_decref(val);
+            if (!bad_key) bad_key = "logit_bias";
+            continue;
+        }
+        bad |= json_array_append_new(bias, val ? json_pack("[oo]", key, val) : NULL);
+    }
+    if (p->dry_breakers != mf_sampler_default_breakers) {
+        json_t *br = json_array();
+        bad |= json_object_set_new(o, "dry_sequence_breakers", br);
+        for (size_t i = 0; br && i < p->n_dry_breakers; i++)
+            if (json_array_append_new(br, json_string(p->dry_breakers[i])) && !bad_key) bad_key = "dry_sequence_breakers";
+    }
+    mf_status st = MF_OK;
+    if (bad_key) st = mf_fail(MF_ERR_ARG, "sample settings: '%s' holds a value JSON cannot (a number that is not finite, text that is not UTF-8)", bad_key);
+    else if (bad || !(*out = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII))) st = MF_ERR_NOMEM;
+    json_decref(o);
+    return st;
+}

@@ -266,3 +266,15 @@ mf_status mf_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *cap, size_t 
     *out_len = o;
     return st;
 }
+
+size_t mf_utf8_valid_len(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        const size_t len = mf_utf8_decode(u + i, n - i, &cp);
+        if (cp == MF_UC_INVALID) break;
+        i += len;
+    }
+    return i;
+}
