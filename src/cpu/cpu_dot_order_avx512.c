@@ -523,7 +523,8 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
     const __m512i spread[2][2] = {{k4_spread(0, 0, 4, 2, 6), k4_spread(0, 1, 5, 3, 7)},
                                   {k4_spread(16, 0, 4, 2, 6), k4_spread(16, 1, 5, 3, 7)}};
     /* the reduction leaves (row r < 4, pair c) in lane 4 (2 (r & 1) + (c & 1)) + 2 (r >> 1) + (c >> 1)
-     * of K03, rows 4..7 the same in K47: lanes [c0 of rows 0..7 | c1 of rows 0..7], then c2, c3 */
+     * of rs[0], rows 4..7 the same in rs[1]; pick01 gathers [c0 of rows 0..7 | c1 of rows 0..7],
+     * pick23 the same of c2, c3 */
 #define K4_LANE(r, c) (4 * (2 * ((r) & 1) + ((c) & 1)) + 2 * (((r) & 3) >> 1) + ((c) >> 1) + ((r) >= 4 ? 16 : 0))
 #define K4_PAIRS(c)                                                                                                    \
     _mm512_set_epi32(K4_LANE(7, c + 1), K4_LANE(6, c + 1), K4_LANE(5, c + 1), K4_LANE(4, c + 1), K4_LANE(3, c + 1),    \
@@ -569,21 +570,21 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
             const __m512i sh = _mm512_permutexvar_epi16(spread[r & 1][1], sm[r / 2]);
             z[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, lo, sl), hi, sh);
         }
-        /* rows r, r+1: [r: quarters 0+1, r: 2+3, r+1: 0+1, r+1: 2+3], then pairs of lanes added
-         * across two such vectors: quarter k of K03 = (lanes 0+1, 2+3 of G01's quarter k, the same
-         * of G23's) */
+        /* g[q], rows 2q, 2q+1: [2q: quarters 0+1, 2q: 2+3, 2q+1: 0+1, 2q+1: 2+3], each quarter
+         * (cA cA cB cB); then lanes added in pairs: quarter k of rs[q] = (lanes 0+1, 2+3 of quarter
+         * k of g[2q], the same of g[2q+1]) */
         __m512i g[4];
         for (int q = 0; q < 4; q++)
             g[q] = _mm512_add_epi32(_mm512_shuffle_i64x2(z[2 * q], z[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                     _mm512_shuffle_i64x2(z[2 * q], z[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-        __m512i k[2];
+        __m512i rs[2];
         for (int q = 0; q < 2; q++) {
             const __m512 a0 = _mm512_castsi512_ps(g[2 * q]), a1 = _mm512_castsi512_ps(g[2 * q + 1]);
-            k[q] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
-                                    _mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1))));
+            rs[q] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
+                                     _mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1))));
         }
-        const __m512 i01 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(k[0], pick01, k[1]));
-        const __m512 i23 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(k[0], pick23, k[1]));
+        const __m512 i01 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(rs[0], pick01, rs[1]));
+        const __m512 i23 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(rs[0], pick23, rs[1]));
         /* msum_c: the mins' int16 pairs (mn[2c], mn[2c+1]) against (S[2c], S[2c+1]) by madd */
         const __m512i mw = _mm512_permutex2var_epi16(k03, mpick, k47);
         const __m512i bs8 = _mm512_castsi128_si512(sub_sums8(y->bsums));
@@ -594,7 +595,8 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
         const __m512 m01 = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mw)), b01));
         const __m512 m23 =
             _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mw, 1)), b23));
-        /* [d_w of rows 0..7 | dmin_w of rows 0..7] * d_a */
+        /* [d_w of rows 0..7 | dmin_w of rows 0..7] * d_a; then the four steps, each on
+         * [isum_c of rows 0..7 | msum_c of rows 0..7] */
         const __m256i hd = _mm512_castsi512_si256(_mm512_permutex2var_epi16(z03, _mm512_zextsi256_si512(dpick), z47));
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(hd), _mm512_set1_ps(y->d));
         acc = _mm512_fmadd_ps(_mm512_shuffle_f32x4(i01, m01, _MM_SHUFFLE(1, 0, 1, 0)), d, acc);
