@@ -120,14 +120,11 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
     for (int64_t sb = 0; sb < nsb; sb++) {
         const sb_panel *ps = p + sb;
         const mf_block_q8_K *ab[TT];
-        __m512 d[TT][RV], dm[TT][RV];
+        __m512 d[TT][RV];
         for (int t = 0; t < nt; t++) {
             ab[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + sb;
             const __m512 ad = _mm512_set1_ps(ab[t]->d);
-            for (int r = 0; r < nr; r++) {
-                d[t][r] = _mm512_mul_ps(ps->d[r], ad);
-                dm[t][r] = _mm512_mul_ps(ps->dm[r], ad);
-            }
+            for (int r = 0; r < nr; r++) d[t][r] = _mm512_mul_ps(ps->d[r], ad);
         }
         for (int c = 0; c < 4; c++) {
             __m512i a0[TT][RV], a1[TT][RV];
@@ -149,21 +146,31 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
                     }
                 }
             }
-            /* one float step per pair of sub-blocks for the sums and one for the minimums */
-            for (int t = 0; t < nt; t++) {
-                const __m512i sp = _mm512_set1_epi32((int)stab[(size_t)t * stab_row + 4 * (size_t)sb + c]);
+            /* one float step per pair of sub-blocks; (float)isum_c formed exactly (the order above) */
+            for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
-                    /* (float)isum_c, exactly (see the order above) */
                     const __m512 i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[t][r]), ps->sc[2 * c + 1][r],
                                                      _mm512_mul_ps(_mm512_cvtepi32_ps(a0[t][r]), ps->sc[2 * c][r]));
-                    const __m512i m = _mm512_madd_epi16(ps->mn[c][r], sp);
                     s[t][r] = _mm512_fmadd_ps(i, d[t][r], s[t][r]);
-                    sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[t][r], sm[t][r]);
                 }
-            }
             /* The float chains live in memory (touched once per pair): left to itself the compiler
              * keeps them in registers and reloads the weight vectors for every token instead. */
-            __asm__ volatile("" : : "r"(s), "r"(sm) : "memory");
+            __asm__ volatile("" : : "r"(s) : "memory");
+        }
+    }
+    /* The minimums' chains, which need no weight values: after the sums', in registers. */
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const sb_panel *ps = p + sb;
+        for (int t = 0; t < nt; t++) {
+            const __m512 ad = _mm512_set1_ps(((const mf_block_q8_K *)(act + (size_t)t * act_row) + sb)->d);
+            const uint32_t *st = stab + (size_t)t * stab_row + 4 * (size_t)sb;
+            for (int r = 0; r < nr; r++) {
+                const __m512 dm = _mm512_mul_ps(ps->dm[r], ad);
+                for (int c = 0; c < 4; c++) {
+                    const __m512i m = _mm512_madd_epi16(ps->mn[c][r], _mm512_set1_epi32((int)st[c]));
+                    sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, sm[t][r]);
+                }
+            }
         }
     }
     for (int t = 0; t < nt; t++)
