@@ -1,5 +1,6 @@
 /* test_cpu_gemm.c: every prefill GEMM (cpu_gemm.h) gives bit for bit the one-row ordered dot of
- * each output: random and extreme weights and activations, rows that are not a multiple of 16, every
+ * each output (for Q4_K also the order's plain scalar twin, mf_cpu_dot_q4_K_rp_ref): random and
+ * extreme weights and activations, rows that are not a multiple of 16, every
  * token count around the GEMMs' tiles, row ranges starting inside the matrix; then a matmul through
  * the thread pool, bias included. Skipped (exit 77) where no type has a GEMM. */
 #include "test.h"
@@ -81,7 +82,13 @@ static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, 
                            (long long)N, (long long)K, (long long)nt, (long long)o, (long long)o0, (long long)o1);
                 continue;
             }
-            const float ref = d.dot(K, w.wq + (size_t)o * w.w.row_bytes, a + (size_t)tk * act_row);
+            const uint8_t *wr = w.wq + (size_t)o * w.w.row_bytes, *ar = a + (size_t)tk * act_row;
+            const float ref = d.dot(K, wr, ar);
+            /* the repacked Q4_K order: also its plain scalar twin */
+            const float twin = t == MF_TYPE_Q4_K && w.w.ne[1] % 8 == 0 ? mf_cpu_dot_q4_K_rp_ref(K, wr, ar) : ref;
+            if (memcmp(&twin, &v, sizeof v) != 0 && bad++ < 3)
+                CHECKF(0, "%s N=%lld K=%lld nt=%lld: y[%lld][%lld] = %.9g, scalar twin %.9g", mf_type_name(t),
+                       (long long)N, (long long)K, (long long)nt, (long long)tk, (long long)o, v, twin);
             if (memcmp(&ref, &v, sizeof v) != 0 && bad++ < 3)
                 CHECKF(0, "%s N=%lld K=%lld nt=%lld rows [%lld, %lld)%s: y[%lld][%lld] = %.9g, ordered dot %.9g",
                        mf_type_name(t), (long long)N, (long long)K, (long long)nt, (long long)o0, (long long)o1,

@@ -2,8 +2,8 @@
  * repacked Q4_0 order, the AVX-512 ones of the other types) give bit for bit the one-row ordered
  * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
  * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
- * rows further apart than their length; and the matmul that uses them (one token, and several)
- * equals one ordered dot per output. */
+ * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; and the
+ * matmul that uses them (one token, and several) equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -138,6 +138,11 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
             CHECKF(memcmp(&one, &eight[r], sizeof(float)) == 0,
                    "%s variant %d n=%lld mode %d pad %zu row %d: eight-row %.9g vs one-row %.9g", tr->name, variant,
                    (long long)n, mode, pad, r, eight[r], one);
+            if (t != MF_TYPE_Q4_K || variant != MF_ORDER_REPACKED) continue;
+            const float twin = mf_cpu_dot_q4_K_rp_ref(n, w + r * ws, a);
+            CHECKF(memcmp(&twin, &eight[r], sizeof(float)) == 0,
+                   "%s repacked n=%lld mode %d pad %zu row %d: eight-row %.9g vs scalar twin %.9g", tr->name,
+                   (long long)n, mode, pad, r, eight[r], twin);
         }
     }
     free(w), free(a);

@@ -3,7 +3,8 @@
  * Here: every ordered dot is a dot (close to the reference dot in double), its one-row, four-row and
  * AVX-512 variants give bit-identical results (the four-row and AVX-512 ones only regroup work, never
  * the float steps of one output), including rows with an odd number of blocks and a K-quant row of
- * one super-block; and the ordered exp-based SwiGLU is close to the direct formula. */
+ * one super-block; the repacked Q4_K dot equals its plain scalar twin bit for bit; and the ordered
+ * exp-based SwiGLU is close to the direct formula. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -45,6 +46,12 @@ static void check_type(mf_type t, int64_t n, int variant) {
         const double ref = tr->vec_dot(n, w + r * rb, a);
         CHECKF(fabs(one[r] - ref) <= 1e-4 * (1.0 + fabs(ref)), "%s n=%lld row %d: ordered %g, reference %g", tr->name,
                (long long)n, r, one[r], ref);
+    }
+    /* the repacked Q4_K order has a plain scalar twin: bit for bit */
+    for (int r = 0; t == MF_TYPE_Q4_K && variant == MF_ORDER_REPACKED && r < NR; r++) {
+        const float twin = mf_cpu_dot_q4_K_rp_ref(n, w + r * rb, a);
+        CHECKF(memcmp(&one[r], &twin, sizeof(float)) == 0, "%s n=%lld row %d: repacked %.9g vs scalar twin %.9g",
+               tr->name, (long long)n, r, one[r], twin);
     }
     for (int r = 0; r < NR; r += 4) d.dot4(n, w + r * rb, rb, a, four + r);
     for (int r = 0; r < NR; r++)

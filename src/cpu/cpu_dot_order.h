@@ -19,9 +19,11 @@ typedef struct mf_cpu_ordered_dots {
 } mf_cpu_ordered_dots;
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
- * 8-row kernels. For Q4_K the repacked order is that of llama.cpp's GEMV (one float step per
- * super-block) for every token: its GEMM (token rows in groups of four, one step per 64 values)
- * would make a token's result depend on how many tokens share its batch. */
+ * 8-row kernels. For Q4_K, llama.cpp's repacked kernels have two orders: its GEMM, which a prefill
+ * runs for the token rows in groups of four (one float step per 64 values, a pair of sub-blocks),
+ * and its GEMV (one step per super-block), for the last n % 4 rows and for decode. minfer takes the
+ * GEMM's per-output order for every token, alone or in a batch of any size (one order per weight:
+ * batch invariance), so its prefills match llama.cpp's but for the remainder rows. */
 enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 
 /* The ordered dots for this weight under cfg, or {NULL, NULL, NULL} where there are none (no such
@@ -29,6 +31,10 @@ enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
  * matmul weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy). One order
  * per weight: every token, alone or in a batch of any size, gets the same float steps. */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weight *w);
+
+/* Plain scalar twin of the repacked Q4_K order (cpu_dot_order_ref.c; any CPU), bit for bit the
+ * ordered dots' result: n values of a Q4_K row against a Q8_K row. */
+float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a);
 
 #if defined(__x86_64__)
 /* The AVX2 set (AVX2 + FMA + F16C required). */

@@ -268,9 +268,8 @@ ORDERED_DOT(dot_q6_K, mf_block_q6_K, mf_block_q8_K, 256, st_q6_K, fin_acc)
 /* ---- llama.cpp's repacked Q4_0 / Q4_K (8 weight rows interleaved) ----
  * Each output is one float lane: per block, fma(exact integer block sum, d_w * d_a, acc); Q4_K
  * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
- * and returns acc - acc_min, one step per super-block as llama.cpp's GEMV. (Its GEMM, for token
- * rows in groups of four, steps once per 64 values; minfer runs the GEMV order for every token, so
- * that a token's result does not depend on its batch.) */
+ * and returns acc - acc_min, both chains stepped once per 64 values (a pair of sub-blocks), as
+ * llama.cpp's GEMM steps each token row (cpu_dot_order.h: that order for every token). */
 static inline int32_t hsum_i32(__m256i v) {
     __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
@@ -355,11 +354,36 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     _mm256_storeu_ps(out, acc);
 }
 
+/* Per pair c of sub-blocks: isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: sub-block j's
+ * nibbles times its activations) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its
+ * activation sum), exact, then s = fma(isum_c, d, s), sm = fma(msum_c, dm, sm) for c = 0..3 (the
+ * twin: mf_cpu_dot_q4_K_rp_ref). The four pairs' lane vectors are reduced together (sum4_rows). */
 static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
     uint8_t sc[8], mn[8];
     k4_scales(w->scales, sc, mn);
-    st->s = fmaf((float)hsum_i32(k4_sum(w->qs, NULL, a->qs, sc)), h2f(w->d) * a->d, st->s);
-    st->sm = fmaf((float)k4_min_sum(mn, a->bsums), h2f(w->dmin) * a->d, st->sm);
+    __m256i l[4];
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = load32(w->qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        l[c] = _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]),
+                                k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
+    }
+    const __m256i r = sum4_rows(l[0], l[1], l[2], l[3]); /* [c0 c1 c2 c3 | c0 c1 c2 c3] */
+    const __m128 isum = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    /* msum_c: the mins against the sub-block sums S[j] = bsums[2j] + bsums[2j+1], pairs by madd */
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+    const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    uint64_t mn64;
+    memcpy(&mn64, mn, 8);
+    const __m128 msum = _mm_cvtepi32_ps(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn64)), s8));
+    const float d = h2f(w->d) * a->d, dm = h2f(w->dmin) * a->d;
+    float is[4], ms[4];
+    _mm_storeu_ps(is, isum), _mm_storeu_ps(ms, msum);
+    for (int c = 0; c < 4; c++) {
+        st->s = fmaf(is[c], d, st->s);
+        st->sm = fmaf(ms[c], dm, st->sm);
+    }
 }
 ORDERED_DOT(dot_q4_K_rp, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp, fin_s_sm)
 

@@ -436,44 +436,20 @@ static void dot8_q6_K(int64_t n, const void *w, size_t ws, const void *a, float 
     store_pairs(acc, out);
 }
 
-/* Q4_K in the repacked order (st_q4_K_rp in cpu_dot_order_avx2.c): per super-block one
- * fma((float)isum, d_w * d_a, s) and one fma((float)msum, dmin_w * d_a, sm) per row, the result
- * s - sm; lane r of two eight-lane chains carries row r. isum = sum over sub-blocks j of sc[j] *
- * (q . a over the sub-block), msum = sum over j of mn[j] * (activation sum of sub-block j), both
- * exact integers, so any grouping does: a row's 512-bit register holds qs chunks c, c+1 (sub-blocks
- * 2c, 2c+2 in the low nibbles, 2c+1, 2c+3 in the high), maddubs against the activations regrouped
- * to match, vpdpwssd by the scales spread over each sub-block's pairs. */
+/* ---- Q4_K and Q5_K: the 6-bit scales and mins of eight rows ---- */
 
-/* The 6-bit scales and mins of four rows' Q4_K super-blocks (k4_scales of the AVX2 file, four rows
- * at once): quarter k of the result holds row k's eight scales (bytes 0..7) and eight mins (8..15).
- * With u0 u1 u2 the packed words: scales 0-3 = u0 & 0x3f.., mins 0-3 = u1 & 0x3f.., scales 4-7 =
+/* The 6-bit scales and mins of four rows' Q4_K/Q5_K super-blocks (k4_scales of the AVX2 file, four
+ * rows at once) from z = rows4_qs(rows, block start): quarter k of z is row k's d | dmin << 16 and
+ * its packed scale words u0 u1 u2; quarter k of the result holds row k's eight scales (bytes 0..7)
+ * and eight mins (8..15). Scales 0-3 = u0 & 0x3f.., mins 0-3 = u1 & 0x3f.., scales 4-7 =
  * (u2 & 0x0f..) | (u0 >> 6 & 0x03..) << 4, mins 4-7 = (u2 >> 4 & 0x0f..) | (u1 >> 6 & 0x03..) << 4. */
-static inline __m512i k4_scales_rows4(const uint8_t *w, size_t ws, size_t off) {
-    const __m512i z = rows4_qs(w, ws, off); /* quarter k: u0 u1 u2 (and 4 bytes past them) of row k */
-    const __m512i a = _mm512_shuffle_epi32(z, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
-    const __m512i b = _mm512_shuffle_epi32(z, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
+static inline __m512i k4_scales_rows4(__m512i z) {
+    const __m512i a = _mm512_shuffle_epi32(z, _MM_SHUFFLE(3, 2, 3, 1)); /* u0 u2 u1 u2 */
+    const __m512i b = _mm512_shuffle_epi32(z, _MM_SHUFFLE(2, 2, 1, 1)); /* u0 u0 u1 u1 */
     const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
                                         _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(b, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
     return _mm512_or_si512(lo, hi); /* s0-3 s4-7 m0-3 m4-7 */
-}
-
-/* Row sums: lane r of the result = the sum of the 16 i32 lanes of z[r]. */
-static inline __m256i sum16x8(const __m512i z[8]) {
-    /* rows r and r+4 share a register (r low half, r+4 high), halves first folded */
-    __m512i f[4];
-    for (int r = 0; r < 4; r++) {
-        const __m512i lo = _mm512_shuffle_i64x2(z[r], z[r + 4], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512i hi = _mm512_shuffle_i64x2(z[r], z[r + 4], _MM_SHUFFLE(3, 2, 3, 2));
-        f[r] = _mm512_add_epi32(lo, hi);
-    }
-    /* then within 128-bit quarters, rows 0..3 (4..7) by unpacks: lane k of each quarter = row k */
-    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(f[0], f[1]), _mm512_unpackhi_epi32(f[0], f[1]));
-    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(f[2], f[3]), _mm512_unpackhi_epi32(f[2], f[3]));
-    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-    /* quarters: [rows 0-3 | rows 0-3 | rows 4-7 | rows 4-7] */
-    const __m512i t = _mm512_add_epi32(q, _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castsi512_si256(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
 /* The activation sums of a Q8_K super-block's eight 32-value sub-blocks as int16 (exact: |sum| <=
@@ -504,13 +480,37 @@ static inline __m256i k4_min_sums8(const __m512i sm[4], __m128i bs8) {
         _mm512_permutex2var_epi32(v0, _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 24, 16, 28, 20, 8, 0, 12, 4), v1));
 }
 
-/* The scales and mins of rows 2p, 2p+1 as int16 (see k4_min_sums8), p = 0..3, from k4_scales_rows4. */
-static inline void k4_scales8(const uint8_t *w, size_t ws, size_t bi, __m512i sm[4]) {
-    const __m512i k03 = k4_scales_rows4(w, ws, bi + 4), k47 = k4_scales_rows4(w + 4 * ws, ws, bi + 4);
+/* The scales and mins of rows 2p, 2p+1 as int16 (see k4_min_sums8), p = 0..3, from the unpacked
+ * scales of rows 0-3 (k03) and 4-7 (k47). */
+static inline void k4_scales8(__m512i k03, __m512i k47, __m512i sm[4]) {
     sm[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k03));
     sm[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k03, 1));
     sm[2] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(k47));
     sm[3] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k47, 1));
+}
+
+/* Q4_K in the repacked order (st_q4_K_rp in cpu_dot_order_avx2.c): per super-block and row, for
+ * c = 0..3, s = fma((float)isum_c, d_w * d_a, s) and sm = fma((float)msum_c, dmin_w * d_a, sm),
+ * the result s - sm, with isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j] = q . a over sub-block
+ * j) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j] the activation sum of sub-block j),
+ * exact integers formed in any grouping. One 16-lane chain holds all eight rows' s (lanes 0..7) and
+ * sm (8..15), stepped four times per super-block.
+ *
+ * The integer sums: a row's 64-byte load h holds qs chunks 2h, 2h+1, so its low nibbles are
+ * sub-blocks 4h and 4h+2, its high nibbles 4h+1 and 4h+3; vpdpbusd against the activations regrouped
+ * to match (av) gives i32 lanes of four products each (|lane| <= 4 * 15 * 128, so int16 holds it).
+ * Packing the low nibbles' lanes of h = 0 and h = 1 into one int16 vector (and the high nibbles'
+ * into another) and vpdpwssd by the scales spread over each sub-block's pairs leaves the row's
+ * sums in one register z with each pair c in its own lanes: in every quarter lanes 0-1 come from
+ * h = 0, 2-3 from h = 1, and quarters 0-1 hold the low sub-block pairs, 2-3 the high ones, so
+ * quarters 0-1 are (c0 c0 c2 c2), quarters 2-3 (c1 c1 c3 c3). */
+
+/* Scale indices of the packed int16 lanes of a row whose scales start at int16 o of its sm[]:
+ * quarters 0-1 take sub-blocks (a, b) for their lanes 0-3 and 4-7, quarters 2-3 (c, d). */
+static inline __m512i k4_spread(short o, short a, short b, short c, short d) {
+    a += o, b += o, c += o, d += o;
+    return _mm512_set_epi16(d, d, d, d, c, c, c, c, d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a, b, b, b, b, a, a, a,
+                            a);
 }
 
 static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
@@ -518,13 +518,32 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
     const mf_block_q8_K *ab = a;
     const size_t bs = sizeof(mf_block_q4_K);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    /* scale index of each int16 pair position: zmm k covers sub-blocks (2c + k%2, 2c + 2 + k%2) for
-     * chunk pair c = 2 (k / 2); 8 rows x 8 scales as int16, row r at 8r..8r+7 within its half */
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    /* [parity of the row][low / high nibbles]: the low nibbles' packed lanes are sub-blocks 0, 4 in
+     * quarters 0-1 and 2, 6 in quarters 2-3; the high nibbles' 1, 5 and 3, 7 */
+    const __m512i spread[2][2] = {{k4_spread(0, 0, 4, 2, 6), k4_spread(0, 1, 5, 3, 7)},
+                                  {k4_spread(16, 0, 4, 2, 6), k4_spread(16, 1, 5, 3, 7)}};
+    /* the reduction leaves (row r < 4, pair c) in lane 4 (2 (r & 1) + (c & 1)) + 2 (r >> 1) + (c >> 1)
+     * of rs[0], rows 4..7 the same in rs[1]; pick01 gathers [c0 of rows 0..7 | c1 of rows 0..7],
+     * pick23 the same of c2, c3 */
+#define K4_LANE(r, c) (4 * (2 * ((r) & 1) + ((c) & 1)) + 2 * (((r) & 3) >> 1) + ((c) >> 1) + ((r) >= 4 ? 16 : 0))
+#define K4_PAIRS(c)                                                                                                    \
+    _mm512_set_epi32(K4_LANE(7, c + 1), K4_LANE(6, c + 1), K4_LANE(5, c + 1), K4_LANE(4, c + 1), K4_LANE(3, c + 1),    \
+                     K4_LANE(2, c + 1), K4_LANE(1, c + 1), K4_LANE(0, c + 1), K4_LANE(7, c), K4_LANE(6, c),            \
+                     K4_LANE(5, c), K4_LANE(4, c), K4_LANE(3, c), K4_LANE(2, c), K4_LANE(1, c), K4_LANE(0, c))
+    const __m512i pick01 = K4_PAIRS(0), pick23 = K4_PAIRS(2);
+#undef K4_PAIRS
+#undef K4_LANE
+    /* words of the unpacked mins: pair c of row r (bytes 8 + 2c, 9 + 2c of quarter r % 4) for
+     * (c, r) in [c0 rows 0..7 | c1 rows 0..7 | c2 | c3]; d and dmin of rows 0..7 from the headers */
+    const __m512i mpick = _mm512_set_epi16(63, 55, 47, 39, 31, 23, 15, 7, 62, 54, 46, 38, 30, 22, 14, 6, 61, 53, 45, 37,
+                                           29, 21, 13, 5, 60, 52, 44, 36, 28, 20, 12, 4);
+    const __m256i dpick = _mm256_setr_epi16(0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17, 25, 33, 41, 49, 57);
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
         PREFETCH_NEXT8(wb, ws, bs, i, (int)((8 * bs + 63) / 64));
         const mf_block_q8_K *y = ab + i;
-        /* activations regrouped: [sub-block 4h + k%2 | 4h + 2 + k%2] for k = 2h + k%2 */
+        const size_t bi = (size_t)i * bs;
+        /* activations regrouped: av[2h] = [sub-block 4h | 4h + 2], av[2h + 1] = [4h + 1 | 4h + 3] */
         __m512i av[4];
         for (int h = 0; h < 2; h++) {
             const __m256i *q = (const __m256i *)(y->qs + 128 * h);
@@ -532,44 +551,61 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
             av[2 * h + 1] =
                 _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(q + 1)), _mm256_loadu_si256(q + 3), 1);
         }
-        const __m128i bs8 = sub_sums8(y->bsums);
-        /* scales and mins as int16: rows 2p, 2p+1 in sm[p], row 2p at 0..15 (scales 0..7, mins
-         * 8..15), row 2p+1 at 16..31 */
+        const __m512i z03 = rows4_qs(wb, ws, bi), z47 = rows4_qs(wb + 4 * ws, ws, bi);
+        const __m512i k03 = k4_scales_rows4(z03), k47 = k4_scales_rows4(z47);
         __m512i sm[4];
-        k4_scales8(wb, ws, (size_t)i * bs, sm);
+        k4_scales8(k03, k47, sm);
         __m512i z[8];
         for (int r = 0; r < 8; r++) {
             const mf_block_q4_K *x = (const mf_block_q4_K *)(wb + (size_t)r * ws) + i;
-            const short o = (short)(16 * (r & 1));
-            __m512i acc_r = _mm512_setzero_si512();
+            const __m512i zero = _mm512_setzero_si512();
+            __m512i p[2][2]; /* [h][low / high nibbles] */
             for (int h = 0; h < 2; h++) {
-                /* i32 lanes of four products each (|lane| <= 4 * 15 * 128, so int16 holds it):
-                 * quarters 0-1 of lo/hi are sub-blocks 4h / 4h+1, quarters 2-3 are 4h+2 / 4h+3;
-                 * packed to int16, quarter k = [lo lanes | hi lanes], then times the scales */
                 const __m512i bits = _mm512_loadu_si512(x->qs + 64 * h);
-                const __m512i lo = _mm512_and_si512(bits, m4), hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
-                const __m512i p = _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, av[2 * h]),
-                                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, av[2 * h + 1]));
-                const short b = (short)(o + 4 * h);
-                const __m512i sv = _mm512_permutexvar_epi16(
-                    _mm512_set_epi16(b + 3, b + 3, b + 3, b + 3, b + 2, b + 2, b + 2, b + 2, b + 3, b + 3, b + 3, b + 3,
-                                     b + 2, b + 2, b + 2, b + 2, b + 1, b + 1, b + 1, b + 1, b, b, b, b, b + 1, b + 1,
-                                     b + 1, b + 1, b, b, b, b),
-                    sm[r / 2]);
-                acc_r = _mm512_dpwssd_epi32(acc_r, p, sv);
+                p[h][0] = _mm512_dpbusd_epi32(zero, _mm512_and_si512(bits, m4), av[2 * h]);
+                p[h][1] = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4), av[2 * h + 1]);
             }
-            z[r] = acc_r;
+            const __m512i lo = _mm512_packs_epi32(p[0][0], p[1][0]), hi = _mm512_packs_epi32(p[0][1], p[1][1]);
+            const __m512i sl = _mm512_permutexvar_epi16(spread[r & 1][0], sm[r / 2]);
+            const __m512i sh = _mm512_permutexvar_epi16(spread[r & 1][1], sm[r / 2]);
+            z[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, lo, sl), hi, sh);
         }
-        const __m256i msum = k4_min_sums8(sm, bs8);
-        const __m256 da = _mm256_set1_ps(y->d);
-        const __m256 d = _mm256_mul_ps(scales8(wb, ws, (size_t)i * bs), da);
-        const __m256 dm = _mm256_mul_ps(scales8(wb + 2, ws, (size_t)i * bs), da);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum16x8(z)), d, acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), dm, accm);
+        /* g[q], rows 2q, 2q+1: [2q: quarters 0+1, 2q: 2+3, 2q+1: 0+1, 2q+1: 2+3], each quarter
+         * (cA cA cB cB); then lanes added in pairs: quarter k of rs[q] = (lanes 0+1, 2+3 of quarter
+         * k of g[2q], the same of g[2q+1]) */
+        __m512i g[4];
+        for (int q = 0; q < 4; q++)
+            g[q] = _mm512_add_epi32(_mm512_shuffle_i64x2(z[2 * q], z[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_i64x2(z[2 * q], z[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+        __m512i rs[2];
+        for (int q = 0; q < 2; q++) {
+            const __m512 a0 = _mm512_castsi512_ps(g[2 * q]), a1 = _mm512_castsi512_ps(g[2 * q + 1]);
+            rs[q] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
+                                     _mm512_castps_si512(_mm512_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1))));
+        }
+        const __m512 i01 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(rs[0], pick01, rs[1]));
+        const __m512 i23 = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(rs[0], pick23, rs[1]));
+        /* msum_c: the mins' int16 pairs (mn[2c], mn[2c+1]) against (S[2c], S[2c+1]) by madd */
+        const __m512i mw = _mm512_permutex2var_epi16(k03, mpick, k47);
+        const __m512i bs8 = _mm512_castsi128_si512(sub_sums8(y->bsums));
+        const __m512i b01 = _mm512_permutexvar_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                     bs8);
+        const __m512i b23 = _mm512_permutexvar_epi32(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                                                     bs8);
+        const __m512 m01 = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mw)), b01));
+        const __m512 m23 =
+            _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mw, 1)), b23));
+        /* [d_w of rows 0..7 | dmin_w of rows 0..7] * d_a; then the four steps, each on
+         * [isum_c of rows 0..7 | msum_c of rows 0..7] */
+        const __m256i hd = _mm512_castsi512_si256(_mm512_permutex2var_epi16(z03, _mm512_zextsi256_si512(dpick), z47));
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(hd), _mm512_set1_ps(y->d));
+        acc = _mm512_fmadd_ps(_mm512_shuffle_f32x4(i01, m01, _MM_SHUFFLE(1, 0, 1, 0)), d, acc);
+        acc = _mm512_fmadd_ps(_mm512_shuffle_f32x4(i01, m01, _MM_SHUFFLE(3, 2, 3, 2)), d, acc);
+        acc = _mm512_fmadd_ps(_mm512_shuffle_f32x4(i23, m23, _MM_SHUFFLE(1, 0, 1, 0)), d, acc);
+        acc = _mm512_fmadd_ps(_mm512_shuffle_f32x4(i23, m23, _MM_SHUFFLE(3, 2, 3, 2)), d, acc);
     }
-    _mm256_storeu_ps(out, _mm256_sub_ps(acc, accm));
+    _mm256_storeu_ps(out, _mm256_sub_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
 }
-
 /* Q5_K in the plain order (st_q5_K in cpu_dot_order_avx2.c): per super-block, acc = fma(d_a * d_w,
  * lanes, acc) with lane p = sum over the eight sub-blocks j of sc[j] * (q * a over bytes 4p..4p+3 of
  * sub-block j), q the 5-bit code; s = fma(-d_a * dmin_w, (float)msum, s), msum = sum over j of
@@ -590,7 +626,7 @@ static void dot8_q5_K(int64_t n, const void *w, size_t ws, const void *a, float 
         const mf_block_q8_K *y = ab + i;
         const size_t bi = (size_t)i * bs;
         __m512i sm[4];
-        k4_scales8(wb, ws, bi, sm);
+        k4_scales8(k4_scales_rows4(rows4_qs(wb, ws, bi)), k4_scales_rows4(rows4_qs(wb + 4 * ws, ws, bi)), sm);
         const __m256i msum = k4_min_sums8(sm, sub_sums8(y->bsums));
         const __m256 da = _mm256_set1_ps(y->d), nda = _mm256_set1_ps(-y->d);
         const __m256 d = _mm256_mul_ps(da, scales8(wb, ws, bi));

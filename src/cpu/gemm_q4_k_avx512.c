@@ -1,8 +1,8 @@
 /* gemm_q4_k_avx512.c: the Q4_K prefill GEMM for AVX-512 VNNI (see cpu_gemm.h). Blocks of 32 weight
  * rows are unpacked once per chunk of up to 256 tokens into a row-interleaved scratch copy; then each
  * tile of 4 tokens runs the repacked order's integer sums for 16 rows per vector (one row per i32
- * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp's, whatever tile
- * its token falls in. */
+ * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp's (and its scalar
+ * twin mf_cpu_dot_q4_K_rp_ref's), whatever tile its token falls in. */
 #include "cpu/cpu_gemm.h"
 #include "cpu/gemm_avx512_util.h"
 #include "core/core.h"
@@ -12,15 +12,16 @@
 #include <stddef.h>
 #include <string.h>
 
-/* The order, per super-block of 256 values, for one weight row and one Q8_K activation block a
- * (sc, mn: the row's 6-bit scales and mins; D_j = sum of the 32 unsigned nibbles of sub-block j
- * times a's values there; S_j = sum of a's values in sub-block j):
+/* The order (llama.cpp's Q4_K GEMM, per output), per super-block of 256 values, for one weight row
+ * and one Q8_K activation block a (sc, mn: the row's 6-bit scales and mins; D_j = sum of the 32
+ * unsigned nibbles of sub-block j times a's values there; S_j = sum of a's values in sub-block j):
  *     d = h2f(w.d) * a.d, dm = h2f(w.dmin) * a.d
  *     isum_c = sc[2c] * D_2c + sc[2c+1] * D_2c+1,  m_c = mn[2c] * S_2c + mn[2c+1] * S_2c+1
- *     s = fma((float)sum_c isum_c, d, s), sm = fma((float)sum_c m_c, dm, sm)
+ *     for c = 0..3: s = fma((float)isum_c, d, s), sm = fma((float)m_c, dm, sm)
  * and the output is s - sm. All integers are exact (|D| <= 15 * 128 * 32, |isum_c| < 2^23, int32 sums),
- * so they may be formed in any order; (float) rounds (the sum of eight sub-blocks can pass 2^24) to
- * nearest as the ordered dot's conversion does, and the float steps are the ordered dot's, lane-wise.
+ * so they may be formed in any order, here isum_c as sc[2c] * (float)D_2c + sc[2c+1] * (float)D_2c+1
+ * in float (every term and partial sum an integer below 2^24: exact, and cheaper than vpmulld); the
+ * float steps are the ordered dot's, lane-wise.
  *
  * Sub-blocks 2c and 2c+1 are the low and high nibbles of qs bytes 32c..32c+31: bytes 32c+4k..+3
  * hold values 4k..4k+3 of both. A zmm lane r carries row r, so vpdpbusd of the unpacked nibble
@@ -31,7 +32,7 @@ enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256 };
 /* One super-block of a block of 32 rows (two vectors of 16: [rv]), lane r of vector rv = row 16rv+r. */
 typedef struct {
     __m512i q[4][8][2][RV]; /* [c][k][h]: nibbles (h = 0 low, 1 high) of bytes 32c+4k..32c+4k+3 */
-    __m512i sc[8][RV];      /* scale of sub-block j, int32 */
+    __m512 sc[8][RV];       /* scale of sub-block j, as a float (exact) */
     __m512i mn[4][RV];      /* mins of sub-blocks 2c, 2c+1 as an int16 pair */
     __m512 d[RV], dm[RV];   /* h2f(d), h2f(dmin) */
 } sb_panel;
@@ -63,8 +64,8 @@ static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
         for (int j = 0; j < 4; j++) {
-            ps->sc[j][rv] = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8);
-            ps->sc[4 + j][rv] = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8);
+            ps->sc[j][rv] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8));
+            ps->sc[4 + j][rv] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8));
         }
         /* pair (byte 2i, byte 2i+1) of x -> int16 pair */
         const __m512i pl = _mm512_set1_epi32(0xFF), ph = _mm512_set1_epi32(0xFF0000);
@@ -119,10 +120,11 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
     for (int64_t sb = 0; sb < nsb; sb++) {
         const sb_panel *ps = p + sb;
         const mf_block_q8_K *ab[TT];
-        __m512i is[TT][RV];
+        __m512 d[TT][RV];
         for (int t = 0; t < nt; t++) {
             ab[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + sb;
-            for (int r = 0; r < nr; r++) is[t][r] = _mm512_setzero_si512();
+            const __m512 ad = _mm512_set1_ps(ab[t]->d);
+            for (int r = 0; r < nr; r++) d[t][r] = _mm512_mul_ps(ps->d[r], ad);
         }
         for (int c = 0; c < 4; c++) {
             __m512i a0[TT][RV], a1[TT][RV];
@@ -144,23 +146,30 @@ static inline __attribute__((always_inline)) void tile(const sb_panel *p, int64_
                     }
                 }
             }
+            /* one float step per pair of sub-blocks; (float)isum_c formed exactly (the order above) */
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
-                    const __m512i i = _mm512_add_epi32(_mm512_mullo_epi32(a0[t][r], ps->sc[2 * c][r]),
-                                                       _mm512_mullo_epi32(a1[t][r], ps->sc[2 * c + 1][r]));
-                    is[t][r] = _mm512_add_epi32(is[t][r], i);
+                    const __m512 i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[t][r]), ps->sc[2 * c + 1][r],
+                                                     _mm512_mul_ps(_mm512_cvtepi32_ps(a0[t][r]), ps->sc[2 * c][r]));
+                    s[t][r] = _mm512_fmadd_ps(i, d[t][r], s[t][r]);
                 }
+            /* The float chains live in memory (touched once per pair): left to itself the compiler
+             * keeps them in registers and reloads the weight vectors for every token instead. */
+            __asm__ volatile("" : : "r"(s) : "memory");
         }
-        /* one float step per super-block for the sums and one for the minimums */
+    }
+    /* The minimums' chains, which need no weight values: after the sums', in registers. */
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const sb_panel *ps = p + sb;
         for (int t = 0; t < nt; t++) {
-            const __m512 ad = _mm512_set1_ps(ab[t]->d);
+            const __m512 ad = _mm512_set1_ps(((const mf_block_q8_K *)(act + (size_t)t * act_row) + sb)->d);
             const uint32_t *st = stab + (size_t)t * stab_row + 4 * (size_t)sb;
             for (int r = 0; r < nr; r++) {
-                __m512i m = _mm512_madd_epi16(ps->mn[0][r], _mm512_set1_epi32((int)st[0]));
-                for (int c = 1; c < 4; c++)
-                    m = _mm512_add_epi32(m, _mm512_madd_epi16(ps->mn[c][r], _mm512_set1_epi32((int)st[c])));
-                s[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][r]), _mm512_mul_ps(ps->d[r], ad), s[t][r]);
-                sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(ps->dm[r], ad), sm[t][r]);
+                const __m512 dm = _mm512_mul_ps(ps->dm[r], ad);
+                for (int c = 0; c < 4; c++) {
+                    const __m512i m = _mm512_madd_epi16(ps->mn[c][r], _mm512_set1_epi32((int)st[c]));
+                    sm[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, sm[t][r]);
+                }
             }
         }
     }

@@ -1,0 +1,36 @@
+/* cpu_dot_order_ref.c: plain scalar twins of the ordered dots (cpu_dot_order.h) whose order is not
+ * the shared eight-lane shape: the same float steps as the SIMD kernels, written out one value at a
+ * time, so tests can hold the AVX2 and AVX-512 kernels to them bit for bit on any CPU. */
+#include "cpu/cpu_dot_order.h"
+#include "core/core.h"
+
+#include <math.h>
+
+/* Q4_K in the repacked order (llama.cpp's ggml_gemm_q4_K_8x8_q8_K, per output): per super-block,
+ * d = d_w * d_a and dm = dmin_w * d_a, then for each pair c = 0..3 of sub-blocks (2c, 2c+1), the
+ * exact integers isum = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: unsigned nibbles of sub-block j
+ * times the activations there) and msum = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: the activation
+ * sum of sub-block j) enter s = fma(isum, d, s) and sm = fma(msum, dm, sm); the result is s - sm. */
+float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_q4_K *x = w;
+    const mf_block_q8_K *y = a;
+    float s = 0.0f, sm = 0.0f;
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        const float d = mf_fp16_to_f32(x[i].d) * y[i].d, dm = mf_fp16_to_f32(x[i].dmin) * y[i].d;
+        for (int c = 0; c < 4; c++) {
+            int32_t isum = 0, msum = 0;
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * c + h;
+                uint8_t sc, mn;
+                mf_get_scale_min_k4(j, x[i].scales, &sc, &mn);
+                int32_t dj = 0;
+                for (int l = 0; l < 32; l++) dj += ((x[i].qs[32 * c + l] >> (4 * h)) & 0x0F) * y[i].qs[32 * j + l];
+                isum += sc * dj;
+                msum += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            }
+            s = fmaf((float)isum, d, s);
+            sm = fmaf((float)msum, dm, sm);
+        }
+    }
+    return s - sm;
+}
