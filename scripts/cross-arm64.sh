@@ -11,10 +11,16 @@ cd "$(dirname "$0")/.."
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
-if [ ! -e /usr/lib/aarch64-linux-gnu/pkgconfig/jansson.pc ]; then
-  dpkg --print-foreign-architectures | grep -qx arm64 || ${SUDO:-} dpkg --add-architecture arm64
-  need+=(libjansson-dev:arm64)
-fi
+# The arm64 libraries the build links (the engine: jansson; the programs: libmicrohttpd, libcurl,
+# libcrypto, libxxhash, libedit), each by its pkg-config file.
+arm_pc=(jansson:libjansson-dev libmicrohttpd:libmicrohttpd-dev libcurl:libcurl4-openssl-dev
+        libcrypto:libssl-dev libxxhash:libxxhash-dev libedit:libedit-dev)
+for e in "${arm_pc[@]}"; do
+  if [ ! -e "/usr/lib/aarch64-linux-gnu/pkgconfig/${e%%:*}.pc" ]; then
+    dpkg --print-foreign-architectures | grep -qx arm64 || ${SUDO:-} dpkg --add-architecture arm64
+    need+=("${e#*:}:arm64")
+  fi
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]}"
   ${SUDO:-} apt-get update -qq
