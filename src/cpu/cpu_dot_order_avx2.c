@@ -374,9 +374,7 @@ static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, or
     /* msum_c: the mins against the sub-block sums S[j] = bsums[2j] + bsums[2j+1], pairs by madd */
     const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    uint64_t mn64;
-    memcpy(&mn64, mn, 8);
-    const __m128 msum = _mm_cvtepi32_ps(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn64)), s8));
+    const __m128 msum = _mm_cvtepi32_ps(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)), s8));
     const float d = h2f(w->d) * a->d, dm = h2f(w->dmin) * a->d;
     float is[4], ms[4];
     _mm_storeu_ps(is, isum), _mm_storeu_ps(ms, msum);
