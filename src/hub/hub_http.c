@@ -12,6 +12,7 @@ void hub_headers_reset(hub_headers *hd) {
     memset(hd, 0, sizeof *hd);
     hd->content_length = -1;
     hd->retry_after_s = -1;
+    hd->linked_size = -1;
 }
 
 /* Copy a header value, trimmed, normalized for ETags (W/ prefix and quotes dropped). */
@@ -35,21 +36,36 @@ static bool header_is(const char *line, size_t n, const char *name, const char *
     return true;
 }
 
-/* The URL of a Link header's rel="next" entry (the tree API pages so). */
+/* The URL of a Link header's rel="next" entry (the tree API pages so; rel=next unquoted and
+ * several rel values, as RFC 8288 allows, count too). */
 static void parse_link_next(const char *v, size_t n, char *out, size_t size) {
     char tmp[2048];
     copy_value(tmp, sizeof tmp, v, n, false);
     for (char *p = tmp; (p = strchr(p, '<'));) {
         char *e = strchr(p, '>');
         if (!e) return;
-        const char *rest = e + 1, *next_entry = strchr(rest, '<');
-        const char *rel = strstr(rest, "rel=\"next\"");
-        if (rel && (!next_entry || rel < next_entry)) {
-            *e = 0;
-            snprintf(out, size, "%s", p + 1);
-            return;
+        *e = 0;
+        char *rest = e + 1, *next_entry = strchr(rest, '<');
+        if (next_entry) *next_entry = 0; /* this entry's parameters only */
+        for (char *r = rest; (r = strcasestr(r, "rel"));) {
+            r += 3;
+            while (*r == ' ') r++;
+            if (*r != '=') continue;
+            r++;
+            while (*r == ' ' || *r == '"') r++;
+            for (;;) { /* rel="a next b" */
+                const size_t k = strcspn(r, " \";,");
+                if (k == 4 && !strncasecmp(r, "next", 4)) {
+                    snprintf(out, size, "%s", p + 1);
+                    return;
+                }
+                if (r[k] != ' ') break;
+                r += k + 1;
+            }
         }
-        p = e + 1;
+        if (!next_entry) return;
+        *next_entry = '<';
+        p = next_entry;
     }
 }
 
@@ -62,7 +78,7 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
         const char *sp = memchr(buf, ' ', len);
         hd->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         hd->n_responses++;
-        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = 0;
+        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = hd->location[0] = 0;
         hd->content_length = hd->retry_after_s = -1;
         return len;
     }
@@ -74,13 +90,17 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
     else if (header_is(buf, len, "Content-Range", &v, &vl)) copy_value(hd->content_range, sizeof hd->content_range, v, vl, false);
     else if (header_is(buf, len, "Accept-Ranges", &v, &vl)) copy_value(hd->accept_ranges, sizeof hd->accept_ranges, v, vl, false);
     else if (header_is(buf, len, "Link", &v, &vl)) parse_link_next(v, vl, hd->link_next, sizeof hd->link_next);
-    else if (header_is(buf, len, "Content-Length", &v, &vl) || header_is(buf, len, "Retry-After", &v, &vl)) {
+    else if (header_is(buf, len, "Location", &v, &vl)) copy_value(hd->location, sizeof hd->location, v, vl, false);
+    else if (header_is(buf, len, "Content-Length", &v, &vl) || header_is(buf, len, "Retry-After", &v, &vl) ||
+             header_is(buf, len, "X-Linked-Size", &v, &vl)) {
         char num[32];
         copy_value(num, sizeof num, v, vl, false);
         char *end;
         const long long x = strtoll(num, &end, 10);
         if (end != num && !*end && x >= 0) {
-            if (tolower((unsigned char)buf[0]) == 'c') hd->content_length = x;
+            const char c = (char)tolower((unsigned char)buf[0]);
+            if (c == 'c') hd->content_length = x;
+            else if (c == 'x') hd->linked_size = x;
             else hd->retry_after_s = x;
         }
     }
@@ -187,13 +207,14 @@ mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, s
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, mem_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
         if (rq->head) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+        if (rq->no_redirects) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
         const CURLcode rc = curl_easy_perform(e);
         long status = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
         hd->status = status;
         curl_easy_cleanup(e);
         curl_slist_free_all(list);
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
+        if (rc == CURLE_OK && status >= 200 && (status < 300 || (rq->no_redirects && status < 400 && hd->location[0]))) {
             if (body) *body = b.data ? b.data : mf_strdup("");
             else free(b.data);
             if (len) *len = b.len;
@@ -224,6 +245,9 @@ mf_status hub_http_error(mf_hub *h, hub_site site, const char *what, const hub_h
     char said[300] = "";
     if (hd->error_message[0]) snprintf(said, sizeof said, " (\"%s\")", hd->error_message);
     const bool hf = site == HUB_SITE_HF;
+    if (st == 401 && hf && !strcmp(hd->error_code, "RepoNotFound")) /* the Hub's answer to an anonymous ask */
+        return mf_fail(MF_ERR_NOT_FOUND, "%s: 401 Unauthorized%s: no such repository, or a private one (check the name; set "
+                       "HF_TOKEN for a private one)", what, said);
     if (st == 401)
         return mf_fail(MF_ERR_IO, "%s: 401 Unauthorized%s: %s", what, said,
                        !hf ? "this registry wants a login, which minfer does not do; `ollama pull` it, then use it in place"
@@ -268,4 +292,22 @@ char *hub_url_escape(const char *s, bool keep_slash) {
     }
     *p = 0;
     return o;
+}
+
+char *hub_url_join(const char *base, const char *ref) {
+    CURLU *u = curl_url();
+    char *out = NULL, *res = NULL;
+    if (u && !curl_url_set(u, CURLUPART_URL, base, 0) && !curl_url_set(u, CURLUPART_URL, ref, 0) &&
+        !curl_url_get(u, CURLUPART_URL, &out, 0))
+        res = mf_strdup(out);
+    curl_free(out);
+    curl_url_cleanup(u);
+    return res;
+}
+
+bool hub_route_missing(const hub_headers *hd) {
+    const long st = hd->status;
+    if (st != 400 && st != 404 && st != 405 && st != 501) return false;
+    return strcmp(hd->error_code, "RepoNotFound") && strcmp(hd->error_code, "RevisionNotFound") &&
+           strcmp(hd->error_code, "GatedRepo") && strcmp(hd->error_code, "DisabledRepo");
 }

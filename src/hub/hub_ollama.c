@@ -97,7 +97,7 @@ mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char *
             return s;
         }
     }
-    char *base = h->ollama_registry ? mf_strdup(h->ollama_registry) : hub_fmt("https://%s", r->host);
+    char *base = h->ollama_registry ? mf_strdup(h->ollama_registry) : hub_fmt("%s://%s", r->scheme, r->host);
     char *url = base ? hub_fmt("%s/v2/%s/%s/manifests/%s", base, r->ns, r->model, r->tag) : NULL, *body = NULL;
     size_t len = 0;
     hub_headers hd;
