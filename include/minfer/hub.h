@@ -45,7 +45,7 @@ typedef int (*mf_hub_progress_fn)(const mf_hub_progress *p, void *user);
  * default given. mf_hub_params_from_env fills them as huggingface_hub and Ollama read theirs. */
 typedef struct mf_hub_params {
     const char *hf_endpoint;    /* HF_ENDPOINT; default https://huggingface.co */
-    const char *hf_token;       /* HF_TOKEN; default: the token file */
+    const char *hf_token;       /* HF_TOKEN (else HUGGING_FACE_HUB_TOKEN); default: the token file */
     const char *hf_token_path;  /* HF_TOKEN_PATH; default $hf_home/token */
     const char *hf_hub_cache;   /* HF_HUB_CACHE (or HUGGINGFACE_HUB_CACHE); default $hf_home/hub */
     const char *hf_home;        /* HF_HOME; default $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */

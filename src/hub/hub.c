@@ -21,7 +21,7 @@ static const char *env(const char *name) {
 
 void mf_hub_params_from_env(mf_hub_params *p) {
     p->hf_endpoint = env("HF_ENDPOINT");
-    p->hf_token = env("HF_TOKEN");
+    p->hf_token = env("HF_TOKEN") ? env("HF_TOKEN") : env("HUGGING_FACE_HUB_TOKEN"); /* the older name huggingface_hub reads */
     p->hf_token_path = env("HF_TOKEN_PATH");
     p->hf_hub_cache = env("HF_HUB_CACHE") ? env("HF_HUB_CACHE") : env("HUGGINGFACE_HUB_CACHE");
     p->hf_home = env("HF_HOME");
@@ -104,6 +104,9 @@ void mf_hub_free(mf_hub *h) {
     free(h->hf_cache);
     free(h->ollama_registry);
     free(h->ollama_models);
+    if (h->ollama_token) memset(h->ollama_token, 0, strlen(h->ollama_token));
+    free(h->ollama_token);
+    free(h->ollama_token_url);
     free(h);
 }
 

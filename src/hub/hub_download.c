@@ -356,6 +356,10 @@ static void finish_xfer(dl *d, xfer *x, CURLcode rc, double now) {
         free(d->direct_url); /* an expired signed URL: ask the original one again */
         d->direct_url = NULL;
         d->fails[c]++;
+    } else if (x->error_answer && status == 416) { /* we only ask for bytes below the listed size */
+        d->err = mf_fail(MF_ERR_FORMAT, "%s: the server has no bytes from %llu on (416), but its listing gave the size %llu: "
+                         "a broken mirror or a file changed on the server; nothing was kept under the final name",
+                         d->b->what, (unsigned long long)x->pos, (unsigned long long)d->size);
     } else if (x->error_answer && !hub_retryable(status)) {
         d->err = hub_http_error(d->h, d->b->site, d->b->what, &x->hd, 1);
     } else {

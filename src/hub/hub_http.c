@@ -5,6 +5,7 @@
 #include "hub/hub_internal.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -78,7 +79,7 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
         const char *sp = memchr(buf, ' ', len);
         hd->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         hd->n_responses++;
-        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = hd->location[0] = 0;
+        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = hd->location[0] = hd->www_auth[0] = 0;
         hd->content_length = hd->retry_after_s = -1;
         return len;
     }
@@ -91,6 +92,7 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
     else if (header_is(buf, len, "Accept-Ranges", &v, &vl)) copy_value(hd->accept_ranges, sizeof hd->accept_ranges, v, vl, false);
     else if (header_is(buf, len, "Link", &v, &vl)) parse_link_next(v, vl, hd->link_next, sizeof hd->link_next);
     else if (header_is(buf, len, "Location", &v, &vl)) copy_value(hd->location, sizeof hd->location, v, vl, false);
+    else if (header_is(buf, len, "WWW-Authenticate", &v, &vl)) copy_value(hd->www_auth, sizeof hd->www_auth, v, vl, false);
     else if (header_is(buf, len, "Content-Length", &v, &vl) || header_is(buf, len, "Retry-After", &v, &vl) ||
              header_is(buf, len, "X-Linked-Size", &v, &vl)) {
         char num[32];
@@ -155,8 +157,69 @@ CURL *hub_curl_new(mf_hub *h, hub_site site, const char *url, char *errbuf, hub_
         curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
         curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, h->hf_token);
     }
+    /* A registry's token likewise goes to the host that asked for it only. */
+    if (site == HUB_SITE_OLLAMA && h->ollama_token && hub_same_host(url, h->ollama_token_url)) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+        curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, h->ollama_token);
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, *list);
     return e;
+}
+
+/* One parameter of a challenge (Bearer realm="...",service="...",scope="..."), unquoted. */
+static bool challenge_param(const char *c, const char *name, char *out, size_t size) {
+    const size_t k = strlen(name);
+    for (const char *p = c; (p = strcasestr(p, name));) {
+        const bool start = p == c || p[-1] == ' ' || p[-1] == ',';
+        p += k;
+        if (!start || *p != '=') continue;
+        p++;
+        const bool quoted = *p == '"';
+        if (quoted) p++;
+        const size_t n = quoted ? strcspn(p, "\"") : strcspn(p, ", ");
+        if (n >= size) return false;
+        memcpy(out, p, n);
+        out[n] = 0;
+        return true;
+    }
+    return false;
+}
+
+/* A registry's 401 with a Bearer challenge: the anonymous token its realm hands out (the Docker
+ * registry token flow; Ollama's signed login is not done). */
+static mf_status ollama_token(mf_hub *h, const hub_request *rq, const hub_headers *hd) {
+    char realm[512], service[256] = "", scope[256] = "";
+    if (strncasecmp(hd->www_auth, "Bearer ", 7) || !challenge_param(hd->www_auth + 7, "realm", realm, sizeof realm) ||
+        (strncmp(realm, "https://", 8) && strncmp(realm, "http://", 7)))
+        return MF_ERR_NOT_FOUND;
+    challenge_param(hd->www_auth + 7, "service", service, sizeof service);
+    challenge_param(hd->www_auth + 7, "scope", scope, sizeof scope);
+    char *es = hub_url_escape(service, false), *ec = hub_url_escape(scope, false);
+    char *url = es && ec ? hub_fmt("%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?", es, ec) : NULL;
+    free(es), free(ec);
+    if (!url) return MF_ERR_NOMEM;
+    const hub_request trq = {.site = HUB_SITE_OLLAMA, .url = url, .accept = "application/json", .what = rq->what,
+                             .token_request = true};
+    hub_headers thd;
+    char *body = NULL;
+    size_t len;
+    mf_status s = hub_fetch(h, &trq, 1 << 16, &body, &len, &thd);
+    free(url);
+    if (s != MF_OK) return s;
+    json_t *j = json_loadb(body, len, 0, NULL);
+    free(body);
+    const char *tok = json_string_value(json_object_get(j, "token"));
+    if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
+    if (!tok || !*tok || strcspn(tok, " \t\r\n") != strlen(tok)) {
+        json_decref(j);
+        return mf_fail(MF_ERR_FORMAT, "%s: the registry's token service %s answered no token", rq->what, realm);
+    }
+    free(h->ollama_token);
+    free(h->ollama_token_url);
+    h->ollama_token = mf_strdup(tok);
+    h->ollama_token_url = mf_strdup(rq->url);
+    json_decref(j);
+    return h->ollama_token && h->ollama_token_url ? MF_OK : MF_ERR_NOMEM;
 }
 
 bool hub_retryable(long status) { return status == 408 || status == 429 || status >= 500; }
@@ -198,6 +261,7 @@ static size_t mem_write(char *p, size_t size, size_t n, void *user) {
 mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, size_t *len, hub_headers *hd) {
     if (body) *body = NULL;
     if (len) *len = 0;
+    bool tried_token = false;
     for (int attempt = 1;; attempt++) {
         char errbuf[CURL_ERROR_SIZE];
         struct curl_slist *list = NULL;
@@ -226,6 +290,17 @@ mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, s
             return mf_fail(MF_ERR_IO, "%s: %s redirects in a loop (more than 10 redirects): the server or a proxy is misconfigured",
                            rq->what, rq->url);
         const bool transport = rc != CURLE_OK && rc != CURLE_HTTP_RETURNED_ERROR;
+        if (!transport && status == 401 && rq->site == HUB_SITE_OLLAMA && hd->www_auth[0] && !tried_token && !rq->token_request) {
+            tried_token = true;
+            const hub_headers keep = *hd;
+            mf_status ts = ollama_token(h, rq, &keep);
+            *hd = keep;
+            if (ts == MF_OK) {
+                attempt--; /* the same try, now with the token */
+                continue;
+            }
+            if (ts != MF_ERR_NOT_FOUND) return ts;
+        }
         if ((transport || hub_retryable(status)) && attempt < HUB_TRIES) {
             hub_note(h, "%s: %s (try %d of %d); trying again", rq->what,
                      transport ? (errbuf[0] ? errbuf : curl_easy_strerror(rc)) : "the server is busy", attempt, HUB_TRIES);

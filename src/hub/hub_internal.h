@@ -17,6 +17,8 @@ struct mf_hub {
     char *hf_cache;        /* .../hub */
     char *ollama_registry; /* NULL: https://HOST of the name */
     char *ollama_models;
+    char *ollama_token;    /* a registry's anonymous Bearer token (WWW-Authenticate challenge), NULL: none */
+    char *ollama_token_url; /* the URL whose host it is for */
     bool offline;
     int connections;
     double retry_delay_s;
@@ -78,6 +80,7 @@ typedef struct hub_headers {
     char content_range[96];
     char link_next[1024];      /* the URL of Link: <...>; rel="next" (as sent: maybe relative) */
     char location[2048];       /* Location of this response (as sent: maybe relative) */
+    char www_auth[512];        /* WWW-Authenticate of this response */
     char accept_ranges[16];
     int64_t content_length;    /* -1 when absent */
     int64_t linked_size;       /* X-Linked-Size of any response in the chain; -1 when absent */
@@ -93,6 +96,7 @@ typedef struct hub_request {
     const char *what;     /* for messages: "hf:org/repo", "ollama:llama3.2" */
     bool head;            /* HEAD instead of GET */
     bool no_redirects;    /* a 3xx is the answer (its Location in the headers), not followed */
+    bool token_request;   /* to a registry's token service: a 401 there is final */
 } hub_request;
 
 /* Prepare an easy handle with minfer's settings: redirects (at most 10, http(s) only), timeouts, a

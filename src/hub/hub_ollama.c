@@ -102,7 +102,8 @@ mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char *
     size_t len = 0;
     hub_headers hd;
     const hub_request rq = {.site = HUB_SITE_OLLAMA, .url = url, .what = what,
-                            .accept = "application/vnd.docker.distribution.manifest.v2+json"};
+                            .accept = "application/vnd.docker.distribution.manifest.v2+json, "
+                                      "application/vnd.oci.image.manifest.v1+json"};
     s = url ? hub_fetch(h, &rq, 1 << 20, &body, &len, &hd) : MF_ERR_NOMEM;
     if (s == MF_OK) s = hub_ollama_parse_manifest(body, len, what, ls, &n, &model);
     uint64_t missing = 0;
