@@ -63,6 +63,20 @@ static void test_names(void) {
     CHECK(!strcmp(q, "F16"));
     hub_quant_of_name("model.gguf", q, sizeof q);
     CHECK(!q[0]);
+    /* names as repositories write them: separators, case, folders, split parts, suffixes after the quantization */
+    static const char *const named[][2] = {
+        {"Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"}, {"qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"},
+        {"Meta-Llama-3.1-8B-Instruct.Q4_K_M.gguf", "Q4_K_M"}, {"model_Q4_K_M.gguf", "Q4_K_M"},
+        {"Q4_K_M/Model-Q4_K_M-00001-of-00002.gguf", "Q4_K_M"}, {"DeepSeek-R1-UD-IQ1_S-00001-of-00003.gguf", "IQ1_S"},
+        {"gemma-2-2b-it-IQ4_XS.gguf", "IQ4_XS"}, {"phi-2.Q5_K_S.gguf", "Q5_K_S"}, {"model-bf16.gguf", "BF16"},
+        {"model-Q4_K_M-imat.gguf", "Q4_K_M"}, {"Qwen3-8B-UD-Q4_K_XL.gguf", "Q4_K_XL"}, {"m-Q4_0_4_4.gguf", "Q4_0_4_4"},
+        {"mistral-7b-instruct-v0.2.Q8_0.gguf", "Q8_0"}, {"gpt-oss-20b-mxfp4.gguf", "MXFP4"}, {"BF16/x-00002-of-00002.gguf", "BF16"},
+        {"noquantQ4_K_M.gguf", ""},
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(named); i++) {
+        hub_quant_of_name(named[i][0], q, sizeof q);
+        CHECKF(!strcmp(q, named[i][1]), "%s: '%s', not '%s'", named[i][0], q, named[i][1]);
+    }
     CHECK(hub_valid_repo_id("a/b") && hub_valid_repo_id("bartowski/Llama-3.2-1B-Instruct-GGUF") && !hub_valid_repo_id("a/b/c"));
 }
 

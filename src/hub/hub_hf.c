@@ -676,6 +676,24 @@ static void linked_blobs(const char *dir, char ***names, size_t *n, int depth) {
     if (d) closedir(d);
 }
 
+/* Remove the ref files under dir (refs/main, refs/v2, refs/refs/pr/1) and then the folders. */
+static void remove_refs(const char *dir, int depth) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = hub_fmt("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode) && depth < 8) remove_refs(p, depth + 1);
+            else if (S_ISREG(st.st_mode)) unlink(p);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
 mf_status hub_hf_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed) {
     hub_ref r;
     mf_status s = hub_ref_parse(m->ref, &r);
@@ -707,13 +725,12 @@ mf_status hub_hf_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed) {
         free(p);
     }
     if (d) closedir(d);
-    if (sdir && rmdir(sdir) == 0) { /* nothing of the repository is left: its folder goes */
-        char *refs = hub_fmt("%s/refs/main", rdir), *refd = hub_fmt("%s/refs", rdir);
-        if (refs) unlink(refs);
-        if (refd) rmdir(refd);
+    if (sdir && rmdir(sdir) == 0) { /* nothing of the repository is left: its folder goes, refs of every revision too */
+        char *refd = hub_fmt("%s/refs", rdir);
+        if (refd) remove_refs(refd, 0);
         if (bdir) rmdir(bdir);
         rmdir(rdir);
-        free(refs), free(refd);
+        free(refd);
     }
     for (size_t u = 0; u < n_used; u++) free(used[u]);
     free(used);

@@ -580,6 +580,9 @@ def test_alt_revisions(alt, aenv):
     assert r.returncode == 1 and "no such revision" in r.stderr, r.stderr
     assert _read(pull(aenv, "hf:alt/revs@%s:Q4_0" % c["v2"])) == _read(Q4)  # a commit: no API call for it
     assert not [l for l in alt.log if "/revision/" + c["v2"] in l[2]]
+    assert minfer(aenv, "rm", "hf:alt/revs@v2").returncode == 0
+    assert minfer(aenv, "rm", "hf:alt/revs:Q8_0").returncode == 0
+    assert not os.path.exists(repo)  # refs/main and refs/v2 went with the last model
 
 
 def test_alt_renamed_repo(alt, aenv):
