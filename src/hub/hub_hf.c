@@ -430,13 +430,13 @@ static mf_status file_metadata(mf_hub *h, const char *url, const char *what, cha
 
 /* The files of the revision: the tree API, else the model info's siblings, else (a server with only
  * the resolve route, as hf_hub_download needs) the file the selector names, with its split parts. */
-static mf_status list_files(mf_hub *h, const hub_ref *r, const char *what, const char *rev, json_t **info, hub_file **files,
-                            size_t *n) {
+static mf_status list_files(mf_hub *h, const hub_ref *r, const char *what, const char *rev, bool info_tried, json_t **info,
+                            hub_file **files, size_t *n) {
     bool missing;
     mf_status s = list_tree(h, r, what, rev, files, n, &missing);
     if (s == MF_OK || !missing) return s;
     size_t cap = 0;
-    if (!*info) { /* the model info, for its siblings */
+    if (!*info && !info_tried) { /* the model info, for its siblings */
         char *erev = hub_url_escape(r->rev, false);
         char *url = erev ? hub_fmt("%s/api/models/%s/revision/%s?blobs=true", h->hf_endpoint, r->repo, erev) : NULL;
         hub_headers hd;
@@ -457,7 +457,9 @@ static mf_status list_files(mf_hub *h, const hub_ref *r, const char *what, const
             free(p);
         }
     } else {
-        s = mf_fail(MF_ERR_NOT_FOUND, "%s: the server lists no files (no tree or model info API): name the file, as %s:FILE.gguf",
+        s = mf_fail(MF_ERR_NOT_FOUND,
+                    "%s: 404 Not Found for its file list (the tree and model info routes): no such repository or revision "
+                    "(or a private one: set HF_TOKEN), or a server that only serves files: then name the file, as %s:FILE.gguf",
                     what, what);
     }
     if (s != MF_OK) {
@@ -508,7 +510,7 @@ mf_status hub_hf_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **pat
     else if ((s = revision_commit(h, r, what, commit, &info)) != MF_OK) return s;
     hub_file *files = NULL;
     size_t n_files = 0, *idx = NULL, n = 0;
-    s = list_files(h, r, what, commit[0] ? commit : r->rev, &info, &files, &n_files);
+    s = list_files(h, r, what, commit[0] ? commit : r->rev, !is_commit(r->rev), &info, &files, &n_files);
     json_decref(info);
     if (s != MF_OK) return s;
     if ((s = hub_select(files, n_files, r->sel, what, &idx, &n)) != MF_OK) {

@@ -635,3 +635,18 @@ def test_alt_storage_shorter_than_listed(alt, aenv):
     assert r.returncode == 1 and "the server sent the range" in r.stderr, r.stderr
     assert not glob.glob(hf_cache(aenv) + "/models--alt--mixed/blobs/" + "?" * 64)
     assert not glob.glob(hf_cache(aenv) + "/models--alt--mixed/snapshots/*/*")
+
+
+def test_alt_complete_partial_is_not_asked_again(alt, aenv):
+    """A run killed after the last byte but before the rename: the next one asks for nothing (so a
+    server's 416 for a range past the end never comes), verifies, and renames."""
+    data = _read(Q8)
+    d = hashlib.sha256(data).hexdigest()
+    blob = os.path.join(hf_cache(aenv), "models--alt--mixed/blobs", d)
+    os.makedirs(os.path.dirname(blob))
+    open(blob + ".minfer-part", "wb").write(data)
+    open(blob + ".minfer-state", "w").write("minfer-partial 1\nsize %d\ndigest %s\nchunk %d\ndone %d\n" % (
+        len(data), d, len(data), len(data)))
+    p = pull(aenv, "hf:alt/mixed:Q8_0")
+    assert _read(p) == data and not os.path.exists(blob + ".minfer-part") and not os.path.exists(blob + ".minfer-state")
+    assert not [l for l in alt.log if l[0] == "127.0.0.2" or "/resolve/" in l[2]]
