@@ -78,11 +78,13 @@ const char *mf_hub_ollama_dir(const mf_hub *h);
 
 /* The local path of the model a reference names (the first part of a split model; the others lie
  * beside it), downloading it first if it is not cached. In order:
- * - hf:ORG/REPO[:SEL]: SEL is a file of the repository (all parts of a split model come with
+ * - hf:ORG/REPO[@REV][:SEL]: SEL is a file of the repository (all parts of a split model come with
  *   one), else a quantization (case-insensitive: the one model whose name ends in -SEL or .SEL);
  *   without SEL the repository must hold one GGUF model (else MF_ERR_NOT_FOUND lists the choices).
- *   A cached copy of the branch main is used without asking the server.
- * - ollama:[HOST/][NAMESPACE/]MODEL[:TAG]: a model an Ollama already pulled is used in place.
+ *   REV: a branch, tag, commit or refs/pr/N (default main; then any cached snapshot will do, the
+ *   one refs/main names first). A cached copy is used without asking the server.
+ * - ollama:[http(s)://][HOST/][NAMESPACE/]MODEL[:TAG]: a model an Ollama already pulled is used in
+ *   place.
  * - an existing file, or a path that names none (a '/' and no ':'): itself, for the caller to open;
  * - the name of a cached model (mf_hub_list): exact, then a unique prefix.
  * *path: caller frees. Errors say what to do (MF_ERR_NOT_FOUND, MF_ERR_IO with the server's answer,
