@@ -180,6 +180,7 @@ static void test_server_answers(void) {
     /* Content-Range */
     uint64_t a, b, t;
     CHECK(hub_parse_content_range("bytes 5-9/10", &a, &b, &t) && a == 5 && b == 9 && t == 10);
+    CHECK(hub_parse_content_range("Bytes 0-0/1", &a, &b, &t) && a == 0 && b == 0 && t == 1);
     const char *bad_cr[] = {"bytes 5-10/10", "bytes 9-5/10", "bytes -1-5/10", "bytes 0-5/*", "bytes 0-5/10 ", "items 0-5/10",
                             "bytes +0-5/10", "bytes 0--5/10", ""};
     for (size_t i = 0; i < MF_ARRAY_LEN(bad_cr); i++) CHECKF(!hub_parse_content_range(bad_cr[i], &a, &b, &t), "'%s'", bad_cr[i]);

@@ -192,8 +192,9 @@ static void account(dl *d, uint64_t pos, uint64_t n) {
 bool hub_parse_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total) {
     unsigned long long x, y, t;
     int used = 0;
-    if (strncmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9' || strchr(v + 6, ' ') || strchr(v + 6, '+')) return false;
-    if (sscanf(v, "bytes %llu-%llu/%llu%n", &x, &y, &t, &used) != 3 || v[used] || x > y || y >= t) return false;
+    /* the unit is case-insensitive (RFC 9110 14.1) */
+    if (strncasecmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9' || strchr(v + 6, ' ') || strchr(v + 6, '+')) return false;
+    if (sscanf(v + 6, "%llu-%llu/%llu%n", &x, &y, &t, &used) != 3 || v[6 + used] || x > y || y >= t) return false;
     const char *dash = strchr(v + 6, '-'), *slash = strchr(v + 6, '/');
     if (!dash || !slash || dash[1] < '0' || dash[1] > '9' || slash[1] < '0' || slash[1] > '9') return false;
     *a = x, *b = y, *total = t;
