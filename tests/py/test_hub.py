@@ -650,3 +650,28 @@ def test_alt_complete_partial_is_not_asked_again(alt, aenv):
     p = pull(aenv, "hf:alt/mixed:Q8_0")
     assert _read(p) == data and not os.path.exists(blob + ".minfer-part") and not os.path.exists(blob + ".minfer-state")
     assert not [l for l in alt.log if l[0] == "127.0.0.2" or "/resolve/" in l[2]]
+
+
+HFH_ALT = """
+from huggingface_hub import hf_hub_download, snapshot_download
+print(hf_hub_download("alt/mixed", "plain.Q4_0.gguf"))
+print(snapshot_download("alt/revs", revision="v2"))
+"""
+
+
+def test_alt_is_what_huggingface_hub_expects(alt, aenv):
+    """huggingface_hub itself downloads from the alt server (so it speaks the protocol), and minfer
+    finds those downloads offline, a revision's through refs/REV."""
+    pytest.importorskip("huggingface_hub")
+    alt.opts.update(chunked=True, redirect=307, tree_recursive=False, page_size=1)
+    e = dict(aenv, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1")
+    r = subprocess.run([sys.executable, "-c", HFH_ALT], env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    plain, snap = r.stdout.strip().splitlines()[-2:]
+    alt.log.clear()
+    aenv["HF_HUB_OFFLINE"] = "1"
+    r = minfer(aenv, "info", "hf:alt/mixed:plain.Q4_0.gguf", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == plain, r.stderr
+    r = minfer(aenv, "info", "hf:alt/revs@v2", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == os.path.join(snap, "m-Q4_0.gguf"), r.stderr
+    assert alt.log == []
