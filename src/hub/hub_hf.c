@@ -351,7 +351,8 @@ static mf_status revision_commit(mf_hub *h, const hub_ref *r, const char *what, 
                 size_t i;
                 json_array_foreach(json_object_get(j, kinds[k]), i, b) {
                     const char *name = json_string_value(json_object_get(b, "name"));
-                    if (name && (!strcmp(name, r->rev) || (!strncmp(r->rev, "refs/", 5) && strstr(r->rev, name)))) {
+                    const char *ref = json_string_value(json_object_get(b, "ref")); /* refs/heads/NAME */
+                    if ((name && !strcmp(name, r->rev)) || (ref && !strcmp(ref, r->rev))) {
                         sha = json_string_value(json_object_get(b, "targetCommit"));
                         if (!sha) sha = "";
                         break;

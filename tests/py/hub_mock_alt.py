@@ -8,6 +8,7 @@ Hugging Face (127.0.0.1; storage on 127.0.0.2):
                   answer 404 without X-Error-Code (a server that lacks them); resolve always exists
   tree_recursive  False: the tree ignores ?recursive= and lists one folder (folders as entries)
   tree_oids       False: tree entries carry only type, path (no oid, size, lfs)
+  sibling_blobs   False: the model info ignores ?blobs=true (siblings are rfilename alone)
   page_size       entries per tree page; Link: <RELATIVE>; rel=next (unquoted, relative)
   redirect        302 or 307 for LFS files; relative_storage True: Location is a relative path on
                   the hub's own host (so the token may go along), else absolute on 127.0.0.2
@@ -66,7 +67,7 @@ class AltMock:
         self.opts.clear()
         self.opts.update(routes={"revision", "model", "refs", "tree"}, tree_recursive=True, tree_oids=True, page_size=1000,
                          redirect=302, relative_storage=False, chunked=False, ignore_range=False, renamed={},
-                         ollama_redirect=302, ollama_auth=False, short=0)
+                         ollama_redirect=302, ollama_auth=False, short=0, sibling_blobs=True)
         self.log.clear()
 
     # ---- content ----
@@ -235,7 +236,7 @@ class AltMock:
             sib = []
             for p, (data, lfs) in sorted(r["trees"][commit].items()):
                 e = {"rfilename": p}
-                if q.get("blobs") == ["true"]:
+                if q.get("blobs") == ["true"] and self.opts["sibling_blobs"]:
                     e.update(size=len(data), blobId=_git_sha1(data))
                     if lfs:
                         e["lfs"] = {"sha256": _sha256(data), "size": len(data), "pointerSize": 132}

@@ -524,6 +524,7 @@ ALT_VARIANTS = {
     "no-ranges-relative-storage": {"ignore_range": True, "relative_storage": True},
     "no-refs-one-folder-pages": {"routes": {"revision", "tree"}, "tree_recursive": False, "page_size": 1},
     "siblings-only": {"routes": {"revision", "model"}},
+    "bare-siblings": {"routes": {"revision"}, "sibling_blobs": False},
     "tree-without-oids": {"tree_oids": False},
     "model-info-only": {"routes": {"model"}},
 }
