@@ -272,6 +272,7 @@ static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const 
                            bool *missing) {
     *files = NULL;
     *n = 0;
+    *missing = false;
     size_t cap = 0;
     char *erev = hub_url_escape(rev, false);
     mf_status s = erev ? tree_pages(h, what, hub_fmt("%s/api/models/%s/tree/%s?recursive=true", h->hf_endpoint, r->repo, erev),
@@ -291,7 +292,7 @@ static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const 
         char *ed = hub_url_escape(d, false);
         hub_file *sub = NULL;
         size_t n_sub = 0, sub_cap = 0;
-        bool m;
+        bool m = false;
         s = ed ? tree_pages(h, what, hub_fmt("%s/api/models/%s/tree/%s/%s?recursive=true", h->hf_endpoint, r->repo, erev, ed),
                             &sub, &n_sub, &sub_cap, &m)
                : MF_ERR_NOMEM;
