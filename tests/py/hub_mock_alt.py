@@ -15,6 +15,7 @@ Hugging Face (127.0.0.1; storage on 127.0.0.2):
   chunked         bodies sent with Transfer-Encoding: chunked and no Content-Length
   ignore_range    every GET answers 200 with the whole body
   renamed         {"old/name": "new/name"}: any URL of the old name answers 307 to the new, relative
+  rate            bytes per second of each answer's body (0: no limit)
 Header names are sent in lower case, ETags as W/"...", plain (non-LFS) files are served by the
 hub itself with ETag = git blob SHA-1 and no X-Linked-* headers, as the Hub does.
 
@@ -32,6 +33,7 @@ import json
 import os
 import socketserver
 import threading
+import time
 import urllib.parse
 
 TOKEN = "hf_alt_mock_token_abcdefghijklmnopqrstuvwxyz01"
@@ -67,7 +69,7 @@ class AltMock:
         self.opts.clear()
         self.opts.update(routes={"revision", "model", "refs", "tree"}, tree_recursive=True, tree_oids=True, page_size=1000,
                          redirect=302, relative_storage=False, chunked=False, ignore_range=False, renamed={},
-                         ollama_redirect=302, ollama_auth=False, short=0, sibling_blobs=True)
+                         ollama_redirect=302, ollama_auth=False, short=0, sibling_blobs=True, rate=0)
         self.log.clear()
 
     # ---- content ----
@@ -156,13 +158,14 @@ class AltMock:
         h.wfile.write(("\r\n".join(out) + "\r\n\r\n").encode())
         if head:
             return
+        rate, t0 = self.opts["rate"], time.monotonic()
+        for i in range(0, len(body), 65536):
+            part = body[i:i + 65536]
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked and status in (200, 206) else part)
+            if rate and i / rate > time.monotonic() - t0:
+                time.sleep(i / rate - (time.monotonic() - t0))
         if chunked and status in (200, 206):
-            for i in range(0, len(body), 100_000):
-                part = body[i:i + 100_000]
-                h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             h.wfile.write(b"0\r\n\r\n")
-        else:
-            h.wfile.write(body)
 
     def _missing(self, h, head):  # a route this server does not have: no X-Error-Code
         self._answer(h, 404, b"Not Found", [("content-type", "text/plain")], head, chunked=False)

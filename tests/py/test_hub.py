@@ -676,3 +676,24 @@ def test_alt_is_what_huggingface_hub_expects(alt, aenv):
     r = minfer(aenv, "info", "hf:alt/revs@v2", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["path"] == os.path.join(snap, "m-Q4_0.gguf"), r.stderr
     assert alt.log == []
+
+
+def test_alt_killed_pulls_resume(alt, aenv):
+    """Killed at random moments while chunked answers come through 307 redirects: the next run
+    resumes and the file is whole."""
+    seed = int(os.environ.get("MINFER_TEST_SEED", time.time()))
+    rnd = random.Random(seed)
+    alt.opts.update(chunked=True, redirect=307, rate=3_000_000)
+    errs = []
+    for _ in range(4):
+        p = subprocess.Popen([BIN, "pull", "hf:alt/mixed:Q8_0", "-c", "2"], env=aenv, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(rnd.uniform(0.1, 0.5))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        errs.append(p.communicate()[1])
+    alt.opts["rate"] = 0
+    r = minfer(aenv, "pull", "hf:alt/mixed:Q8_0")
+    assert r.returncode == 0, r.stderr
+    assert any("resuming a partial download" in e for e in errs + [r.stderr]), (seed, errs, r.stderr)
+    assert _read(r.stdout.strip()) == _read(Q8), "seed %d" % seed
