@@ -391,7 +391,8 @@ static mf_status file_metadata(mf_hub *h, const char *url, const char *what, cha
     int hops = 0;
     for (; s == MF_OK; hops++) {
         if (hops > 10) {
-            s = mf_fail(MF_ERR_IO, "%s: %s redirects in a loop (more than 10 redirects): the server or a proxy is misconfigured", what, url);
+            s = mf_fail(MF_ERR_IO, "%s: %s redirects in a loop (more than 10 redirects): the server or a proxy is misconfigured",
+                        what, url);
             break;
         }
         const hub_request rq = {.site = HUB_SITE_HF, .url = u, .what = what, .head = true, .no_redirects = true};

@@ -325,7 +325,7 @@ mf_status hub_http_error(mf_hub *h, hub_site site, const char *what, const hub_h
                        "HF_TOKEN for a private one)", what, said);
     if (st == 401)
         return mf_fail(MF_ERR_IO, "%s: 401 Unauthorized%s: %s", what, said,
-                       !hf ? "this registry wants a login, which minfer does not do; `ollama pull` it, then use it in place"
+                       !hf ? "this registry wants a login (more than an anonymous token), which minfer does not do; `ollama pull` it, then use it in place"
                        : h->hf_token ? "the token (HF_TOKEN or the token file) was refused; make a new one at huggingface.co/settings/tokens"
                                      : "the repository is private or gated: set HF_TOKEN to a token that may read it");
     if (st == 403)

@@ -111,7 +111,8 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user);
 void hub_headers_reset(hub_headers *hd);
 
 /* GET (or HEAD) into memory, at most max bytes, retrying 408/429/5xx and transport errors with
- * backoff. Success is a 2xx answer (or a 3xx with no_redirects); anything else fails with a message for the site (hub_http_error).
+ * backoff. Success is a 2xx answer (or a 3xx with no_redirects); anything else fails with a message
+ * for the site (hub_http_error).
  * *body: caller frees (NUL-terminated), may be NULL for HEAD. */
 mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, size_t *len, hub_headers *hd);
 /* The message for a failed answer: status, the server's own words, and what to do. */
