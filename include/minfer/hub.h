@@ -54,6 +54,10 @@ typedef struct mf_hub_params {
     bool offline;               /* HF_HUB_OFFLINE=1: no network at all (Ollama references included) */
     const char *ollama_registry; /* MINFER_OLLAMA_REGISTRY: base URL; default https://registry.ollama.ai */
     const char *ollama_models;  /* OLLAMA_MODELS; default ~/.ollama/models */
+    const char *ollama_system_models; /* where the Linux service of Ollama keeps its models, searched
+                                       * read-only for ollama: references after ollama_models (only when
+                                       * that is unset): MINFER_OLLAMA_SYSTEM_MODELS; default
+                                       * /usr/share/ollama/.ollama/models; "" none */
     int connections;            /* parallel range requests per file, 1..16; default 4 */
     double retry_delay_s;       /* first pause before a retry (then doubled); default 1 */
     mf_hub_progress_fn progress; /* optional */

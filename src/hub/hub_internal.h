@@ -17,6 +17,7 @@ struct mf_hub {
     char *hf_cache;        /* .../hub */
     char *ollama_registry; /* NULL: https://HOST of the name */
     char *ollama_models;
+    char *ollama_system;   /* read-only second store (the Linux service's); NULL: none */
     char *ollama_token;    /* a registry's anonymous Bearer token (WWW-Authenticate challenge), NULL: none */
     char *ollama_token_url; /* the URL whose host it is for */
     bool offline;

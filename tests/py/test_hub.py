@@ -52,7 +52,7 @@ def env(mock, tmp_path):
     mock.served.clear()
     e = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith(("HF_", "OLLAMA"))}
     e.update(HOME=str(tmp_path / "home"), HF_ENDPOINT=mock.url, MINFER_OLLAMA_REGISTRY=mock.url, MINFER_HUB_RETRY_S="0.05",
-             XDG_CACHE_HOME=str(tmp_path / "home/.cache"))
+             XDG_CACHE_HOME=str(tmp_path / "home/.cache"), MINFER_OLLAMA_SYSTEM_MODELS=str(tmp_path / "system-ollama"))
     os.makedirs(e["HOME"])
     return e
 
@@ -348,6 +348,26 @@ def test_ollama_models_used_in_place(mock, env, tmp_path):
     assert json.loads(r.stdout)["path"] == str(store / "blobs" / ("sha256-" + d))
     assert minfer(env, "run", "llama3.2", "Hi", "-n", "2").returncode == 0  # by its cached name
     assert mock.log == []
+
+
+def test_ollama_service_store_used_in_place(mock, env, tmp_path):
+    """What the Linux service of Ollama pulled (/usr/share/ollama/.ollama/models; here a stand-in)
+    is found after ~/.ollama/models, in place, when OLLAMA_MODELS is unset."""
+    store = tmp_path / "system-ollama"
+    d = sha256_file(Q4)
+    (store / "blobs").mkdir(parents=True)
+    os.symlink(Q4, store / "blobs" / ("sha256-" + d))
+    man = store / "manifests/registry.ollama.ai/library/sysmodel/latest"
+    man.parent.mkdir(parents=True)
+    man.write_text(json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "0" * 64, "size": 2},
+                               "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + d,
+                                           "size": os.path.getsize(Q4)}]}))
+    env["MINFER_OLLAMA_REGISTRY"] = "http://127.0.0.1:9"  # nothing listens
+    r = minfer(env, "info", "ollama:sysmodel", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == str(store / "blobs" / ("sha256-" + d)), r.stderr
+    env["OLLAMA_MODELS"] = str(tmp_path / "mine")  # a store named outright is the only one
+    r = minfer(env, "info", "ollama:sysmodel")
+    assert r.returncode == 1 and "cannot reach" in r.stderr, r.stderr
 
 
 # ---- list, names, rm ----
