@@ -1,6 +1,6 @@
 /* fuzz_hub.c: libFuzzer target for what src/hub reads from servers and from its own state files:
  * the tree API's JSON (then a model chosen from it by a selector), Ollama manifests, Content-Range
- * values, the state file of a partial download, and model references. The first byte picks the
+ * values, the state file of a partial download, model references, and response header lines. The first byte picks the
  * parser; the rest is its input. Seeds: tests/data/fuzz/hub. */
 #include "hub/hub_internal.h"
 
@@ -53,7 +53,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     default: {
         hub_ref r;
-        if (hub_ref_parse(s, &r) == MF_OK && r.kind == HUB_REF_HF) MF_ASSERT(hub_valid_repo_id(r.repo));
+        if (hub_ref_parse(s, &r) == MF_OK && r.kind == HUB_REF_HF) MF_ASSERT(hub_valid_repo_id(r.repo) && hub_safe_relpath(r.rev));
+        hub_headers hd; /* the same bytes as response header lines */
+        hub_headers_reset(&hd);
+        for (char *line = s, *e; line && *line; line = e ? e + 1 : NULL) {
+            e = strchr(line, '\n');
+            hub_header_cb(line, 1, e ? (size_t)(e - line + 1) : strlen(line), &hd);
+        }
+        MF_ASSERT(strlen(hd.etag) < sizeof hd.etag && strlen(hd.link_next) < sizeof hd.link_next &&
+                  strlen(hd.location) < sizeof hd.location);
         char q[32];
         hub_quant_of_name(s, q, sizeof q);
         (void)hub_safe_relpath(s);

@@ -22,6 +22,23 @@ static void test_refs(void) {
     CHECK(hub_ref_parse("ollama:me/mine:v1", &r) == MF_OK && !strcmp(r.ns, "me") && !strcmp(r.model, "mine"));
     CHECK(hub_ref_parse("ollama:hf.co/org/repo:Q8_0", &r) == MF_OK && !strcmp(r.host, "hf.co") && !strcmp(r.tag, "Q8_0"));
     CHECK(hub_ref_parse("models/x.gguf", &r) == MF_OK && r.kind == HUB_REF_PATH);
+    /* revisions */
+    CHECK(hub_ref_parse("hf:org/repo", &r) == MF_OK && !strcmp(r.rev, "main") && !r.rev_given);
+    CHECK(hub_ref_parse("hf:org/repo@v1.0:Q4_K_M", &r) == MF_OK && !strcmp(r.repo, "org/repo") && !strcmp(r.rev, "v1.0") &&
+          !strcmp(r.sel, "Q4_K_M") && r.rev_given);
+    CHECK(hub_ref_parse("hf:org/repo@refs/pr/1", &r) == MF_OK && !strcmp(r.rev, "refs/pr/1") && !r.sel[0]);
+    CHECK(hub_ref_parse("hf:org/repo:x@y.gguf", &r) == MF_OK && !strcmp(r.sel, "x@y.gguf") && !r.rev_given);
+    const char *bad_rev[] = {"hf:org/repo@", "hf:org/repo@:Q4", "hf:org/repo@../x", "hf:org/repo@a b", "hf:org/repo@/x"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(bad_rev); i++) CHECKF(hub_ref_parse(bad_rev[i], &r) == MF_ERR_ARG, "%s", bad_rev[i]);
+    /* repository ids as the Hub takes them */
+    CHECK(hub_valid_repo_id("a-./b") == false && hub_valid_repo_id("a.-b/c_d") && hub_valid_repo_id("_x/y_") &&
+          hub_valid_repo_id("Org.Name/Model_v1.5-GGUF") && !hub_valid_repo_id("a/b.git") && !hub_valid_repo_id("a/b--c"));
+    /* Ollama names with a scheme and a host with a port */
+    CHECK(hub_ref_parse("ollama:http://127.0.0.1:8080/mini", &r) == MF_OK && !strcmp(r.scheme, "http") &&
+          !strcmp(r.host, "127.0.0.1:8080") && !strcmp(r.ns, "library") && !strcmp(r.model, "mini") && !strcmp(r.tag, "latest"));
+    CHECK(hub_ref_parse("ollama:localhost:5000/me/mine:v2", &r) == MF_OK && !strcmp(r.scheme, "https") &&
+          !strcmp(r.host, "localhost:5000") && !strcmp(r.ns, "me") && !strcmp(r.tag, "v2"));
+    CHECK(hub_ref_parse("ollama:http://mini", &r) == MF_ERR_ARG);
 }
 
 static void test_paths(void) {
@@ -46,6 +63,20 @@ static void test_names(void) {
     CHECK(!strcmp(q, "F16"));
     hub_quant_of_name("model.gguf", q, sizeof q);
     CHECK(!q[0]);
+    /* names as repositories write them: separators, case, folders, split parts, suffixes after the quantization */
+    static const char *const named[][2] = {
+        {"Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"}, {"qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"},
+        {"Meta-Llama-3.1-8B-Instruct.Q4_K_M.gguf", "Q4_K_M"}, {"model_Q4_K_M.gguf", "Q4_K_M"},
+        {"Q4_K_M/Model-Q4_K_M-00001-of-00002.gguf", "Q4_K_M"}, {"DeepSeek-R1-UD-IQ1_S-00001-of-00003.gguf", "IQ1_S"},
+        {"gemma-2-2b-it-IQ4_XS.gguf", "IQ4_XS"}, {"phi-2.Q5_K_S.gguf", "Q5_K_S"}, {"model-bf16.gguf", "BF16"},
+        {"model-Q4_K_M-imat.gguf", "Q4_K_M"}, {"Qwen3-8B-UD-Q4_K_XL.gguf", "Q4_K_XL"}, {"m-Q4_0_4_4.gguf", "Q4_0_4_4"},
+        {"mistral-7b-instruct-v0.2.Q8_0.gguf", "Q8_0"}, {"gpt-oss-20b-mxfp4.gguf", "MXFP4"}, {"BF16/x-00002-of-00002.gguf", "BF16"},
+        {"noquantQ4_K_M.gguf", ""},
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(named); i++) {
+        hub_quant_of_name(named[i][0], q, sizeof q);
+        CHECKF(!strcmp(q, named[i][1]), "%s: '%s', not '%s'", named[i][0], q, named[i][1]);
+    }
     CHECK(hub_valid_repo_id("a/b") && hub_valid_repo_id("bartowski/Llama-3.2-1B-Instruct-GGUF") && !hub_valid_repo_id("a/b/c"));
 }
 
@@ -104,8 +135,33 @@ static void test_server_answers(void) {
                        "\"lfs\":{\"oid\":\"ABCDEF0000000000000000000000000000000000000000000000000000000000\",\"size\":9}}]";
     hub_file *f = NULL;
     size_t n = 0, cap = 0;
-    CHECK(hub_hf_parse_tree(good, strlen(good), "t", &f, &n, &cap) == MF_OK && n == 1 && f[0].size == 9 && !strncmp(f[0].oid, "abcdef", 6));
+    CHECK(hub_hf_parse_tree(good, strlen(good), "t", &f, &n, &cap) == MF_OK && n == 2 && f[0].dir && !f[1].dir && f[1].known &&
+          f[1].size == 9 && !strncmp(f[1].oid, "abcdef", 6));
     hub_files_free(f, n);
+    /* a file without digest or size is kept, unknown (a HEAD of it tells them) */
+    const char *bare = "[{\"type\":\"file\",\"path\":\"m.gguf\"},{\"type\":\"file\",\"path\":\"x.gguf\",\"size\":3}]";
+    f = NULL, n = 0, cap = 0;
+    CHECK(hub_hf_parse_tree(bare, strlen(bare), "t", &f, &n, &cap) == MF_OK && n == 2 && !f[0].known && !f[0].oid && !f[1].known);
+    hub_files_free(f, n);
+
+    /* headers as servers write them: any case, W/ and quotes, Link rel=next unquoted or relative */
+    const char *lines[] = {"HTTP/1.1 302 Found\r\n", "x-linked-etag: W/\"ABC\"\r\n", "x-linked-size:  42\r\n",
+                           "location: /cdn/x?sig=1\r\n", "HTTP/1.1 200 OK\r\n", "etag: \"e1\"\r\n",
+                           "LINK: <https://h/p?c=1>; rel=\"prev\", </api/t?cursor=2>; rel=next\r\n"};
+    hub_headers hd;
+    hub_headers_reset(&hd);
+    for (size_t i = 0; i < MF_ARRAY_LEN(lines); i++) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "%s", lines[i]);
+        hub_header_cb(buf, 1, strlen(buf), &hd);
+        if (i == 3) CHECK(!strcmp(hd.location, "/cdn/x?sig=1") && hd.status == 302);
+    }
+    CHECK(hd.status == 200 && hd.n_responses == 2 && !strcmp(hd.linked_etag, "ABC") && hd.linked_size == 42 &&
+          !strcmp(hd.etag, "e1") && !hd.location[0]);
+    CHECKF(!strcmp(hd.link_next, "/api/t?cursor=2"), "%s", hd.link_next);
+    char *j = hub_url_join("http://127.0.0.1:5/api/models/a/b/tree/main?recursive=true", hd.link_next);
+    CHECKF(j && !strcmp(j, "http://127.0.0.1:5/api/t?cursor=2"), "%s", j ? j : "(null)");
+    free(j);
 
     /* Ollama manifests */
     const char *d = "sha256:0123456789012345678901234567890123456789012345678901234567890123";
@@ -124,6 +180,7 @@ static void test_server_answers(void) {
     /* Content-Range */
     uint64_t a, b, t;
     CHECK(hub_parse_content_range("bytes 5-9/10", &a, &b, &t) && a == 5 && b == 9 && t == 10);
+    CHECK(hub_parse_content_range("Bytes 0-0/1", &a, &b, &t) && a == 0 && b == 0 && t == 1);
     const char *bad_cr[] = {"bytes 5-10/10", "bytes 9-5/10", "bytes -1-5/10", "bytes 0-5/*", "bytes 0-5/10 ", "items 0-5/10",
                             "bytes +0-5/10", "bytes 0--5/10", ""};
     for (size_t i = 0; i < MF_ARRAY_LEN(bad_cr); i++) CHECKF(!hub_parse_content_range(bad_cr[i], &a, &b, &t), "'%s'", bad_cr[i]);

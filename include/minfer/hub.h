@@ -45,7 +45,7 @@ typedef int (*mf_hub_progress_fn)(const mf_hub_progress *p, void *user);
  * default given. mf_hub_params_from_env fills them as huggingface_hub and Ollama read theirs. */
 typedef struct mf_hub_params {
     const char *hf_endpoint;    /* HF_ENDPOINT; default https://huggingface.co */
-    const char *hf_token;       /* HF_TOKEN; default: the token file */
+    const char *hf_token;       /* HF_TOKEN (else HUGGING_FACE_HUB_TOKEN); default: the token file */
     const char *hf_token_path;  /* HF_TOKEN_PATH; default $hf_home/token */
     const char *hf_hub_cache;   /* HF_HUB_CACHE (or HUGGINGFACE_HUB_CACHE); default $hf_home/hub */
     const char *hf_home;        /* HF_HOME; default $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */
@@ -54,6 +54,10 @@ typedef struct mf_hub_params {
     bool offline;               /* HF_HUB_OFFLINE=1: no network at all (Ollama references included) */
     const char *ollama_registry; /* MINFER_OLLAMA_REGISTRY: base URL; default https://registry.ollama.ai */
     const char *ollama_models;  /* OLLAMA_MODELS; default ~/.ollama/models */
+    const char *ollama_system_models; /* where the Linux service of Ollama keeps its models, searched
+                                       * read-only for ollama: references after ollama_models (only when
+                                       * that is unset): MINFER_OLLAMA_SYSTEM_MODELS; default
+                                       * /usr/share/ollama/.ollama/models; "" none */
     int connections;            /* parallel range requests per file, 1..16; default 4 */
     double retry_delay_s;       /* first pause before a retry (then doubled); default 1 */
     mf_hub_progress_fn progress; /* optional */
@@ -78,11 +82,13 @@ const char *mf_hub_ollama_dir(const mf_hub *h);
 
 /* The local path of the model a reference names (the first part of a split model; the others lie
  * beside it), downloading it first if it is not cached. In order:
- * - hf:ORG/REPO[:SEL]: SEL is a file of the repository (all parts of a split model come with
+ * - hf:ORG/REPO[@REV][:SEL]: SEL is a file of the repository (all parts of a split model come with
  *   one), else a quantization (case-insensitive: the one model whose name ends in -SEL or .SEL);
  *   without SEL the repository must hold one GGUF model (else MF_ERR_NOT_FOUND lists the choices).
- *   A cached copy of the branch main is used without asking the server.
- * - ollama:[HOST/][NAMESPACE/]MODEL[:TAG]: a model an Ollama already pulled is used in place.
+ *   REV: a branch, tag, commit or refs/pr/N (default main; then any cached snapshot will do, the
+ *   one refs/main names first). A cached copy is used without asking the server.
+ * - ollama:[http(s)://][HOST/][NAMESPACE/]MODEL[:TAG]: a model an Ollama already pulled is used in
+ *   place.
  * - an existing file, or a path that names none (a '/' and no ':'): itself, for the caller to open;
  * - the name of a cached model (mf_hub_list): exact, then a unique prefix.
  * *path: caller frees. Errors say what to do (MF_ERR_NOT_FOUND, MF_ERR_IO with the server's answer,

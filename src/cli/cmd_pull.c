@@ -5,7 +5,8 @@
 static void pull_usage(FILE *f) {
     fprintf(f,
             "usage: minfer pull REF [-c N] [-q]     (also: minfer download REF)\n"
-            "  REF: hf:ORG/REPO[:QUANT|:FILE] or ollama:[NAMESPACE/]NAME[:TAG] (or a cached model's name)\n"
+            "  REF: hf:ORG/REPO[@REV][:QUANT|:FILE] or ollama:[HOST/][NAMESPACE/]NAME[:TAG] (or a cached model's name)\n"
+            "       REV: a branch, tag, commit or refs/pr/N (default main)\n"
             "  -c, --connections N   parallel range requests per file, 1..16 (default 4; MINFER_PULL_CONNECTIONS)\n"
             "  -q, --quiet           no progress, only errors and the path\n"
             "Prints the model's path (the first part of a split model). Files go to the Hugging Face cache\n"

@@ -21,7 +21,7 @@ static const char *env(const char *name) {
 
 void mf_hub_params_from_env(mf_hub_params *p) {
     p->hf_endpoint = env("HF_ENDPOINT");
-    p->hf_token = env("HF_TOKEN");
+    p->hf_token = env("HF_TOKEN") ? env("HF_TOKEN") : env("HUGGING_FACE_HUB_TOKEN"); /* the older name huggingface_hub reads */
     p->hf_token_path = env("HF_TOKEN_PATH");
     p->hf_hub_cache = env("HF_HUB_CACHE") ? env("HF_HUB_CACHE") : env("HUGGINGFACE_HUB_CACHE");
     p->hf_home = env("HF_HOME");
@@ -31,6 +31,7 @@ void mf_hub_params_from_env(mf_hub_params *p) {
     p->offline = off && (!strcasecmp(off, "1") || !strcasecmp(off, "on") || !strcasecmp(off, "yes") || !strcasecmp(off, "true"));
     p->ollama_registry = env("MINFER_OLLAMA_REGISTRY");
     p->ollama_models = env("OLLAMA_MODELS");
+    p->ollama_system_models = env("MINFER_OLLAMA_SYSTEM_MODELS");
     const char *c = env("MINFER_PULL_CONNECTIONS");
     char *end;
     const long n = c ? strtol(c, &end, 10) : 0;
@@ -79,6 +80,13 @@ mf_status mf_hub_open(const mf_hub_params *p, mf_hub **out) {
     h->hf_token = p->hf_token ? mf_strdup(p->hf_token) : read_token(token_path);
     h->ollama_registry = p->ollama_registry ? mf_strdup(p->ollama_registry) : NULL;
     h->ollama_models = p->ollama_models ? mf_strdup(p->ollama_models) : hub_fmt("%s/.ollama/models", home);
+    const char *sys = p->ollama_system_models ? p->ollama_system_models : "/usr/share/ollama/.ollama/models";
+    if (!p->ollama_models && *sys && !(h->ollama_system = mf_strdup(sys))) {
+        mf_hub_free(h);
+        free(hf_home);
+        free(token_path);
+        return MF_ERR_NOMEM;
+    }
     h->offline = p->offline;
     h->connections = p->connections;
     h->retry_delay_s = p->retry_delay_s >= 0 ? p->retry_delay_s : 1.0;
@@ -104,6 +112,10 @@ void mf_hub_free(mf_hub *h) {
     free(h->hf_cache);
     free(h->ollama_registry);
     free(h->ollama_models);
+    free(h->ollama_system);
+    if (h->ollama_token) memset(h->ollama_token, 0, strlen(h->ollama_token));
+    free(h->ollama_token);
+    free(h->ollama_token_url);
     free(h);
 }
 

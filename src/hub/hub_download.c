@@ -192,8 +192,9 @@ static void account(dl *d, uint64_t pos, uint64_t n) {
 bool hub_parse_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total) {
     unsigned long long x, y, t;
     int used = 0;
-    if (strncmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9' || strchr(v + 6, ' ') || strchr(v + 6, '+')) return false;
-    if (sscanf(v, "bytes %llu-%llu/%llu%n", &x, &y, &t, &used) != 3 || v[used] || x > y || y >= t) return false;
+    /* the unit is case-insensitive (RFC 9110 14.1) */
+    if (strncasecmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9' || strchr(v + 6, ' ') || strchr(v + 6, '+')) return false;
+    if (sscanf(v + 6, "%llu-%llu/%llu%n", &x, &y, &t, &used) != 3 || v[6 + used] || x > y || y >= t) return false;
     const char *dash = strchr(v + 6, '-'), *slash = strchr(v + 6, '/');
     if (!dash || !slash || dash[1] < '0' || dash[1] > '9' || slash[1] < '0' || slash[1] > '9') return false;
     *a = x, *b = y, *total = t;
@@ -356,6 +357,10 @@ static void finish_xfer(dl *d, xfer *x, CURLcode rc, double now) {
         free(d->direct_url); /* an expired signed URL: ask the original one again */
         d->direct_url = NULL;
         d->fails[c]++;
+    } else if (x->error_answer && status == 416) { /* we only ask for bytes below the listed size */
+        d->err = mf_fail(MF_ERR_FORMAT, "%s: the server has no bytes from %llu on (416), but its listing gave the size %llu: "
+                         "a broken mirror or a file changed on the server; nothing was kept under the final name",
+                         d->b->what, (unsigned long long)x->pos, (unsigned long long)d->size);
     } else if (x->error_answer && !hub_retryable(status)) {
         d->err = hub_http_error(d->h, d->b->site, d->b->what, &x->hd, 1);
     } else {

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static bool is_commit(const char *s) { return hub_is_hex(s, 40); }
+
 static char *repo_dir(const mf_hub *h, const char *repo) {
     const char *slash = strchr(repo, '/');
     return hub_fmt("%s/models--%.*s--%s", h->hf_cache, (int)(slash - repo), repo, slash + 1);
@@ -57,11 +59,12 @@ static mf_status walk_snapshot(const char *root, const char *rel, hub_file **fil
     return s;
 }
 
-/* The snapshots of a repository folder: the commit refs/main names first, then the newest. */
-static mf_status snapshots(const char *rdir, char ***names, size_t *n) {
+/* The snapshots of a repository folder: the commit refs/REV names first, then the newest; with
+ * only, that one alone (REV a commit: itself). */
+static mf_status snapshots(const char *rdir, const char *rev, bool only, char ***names, size_t *n) {
     *names = NULL;
     *n = 0;
-    char *sdir = hub_fmt("%s/snapshots", rdir), *refp = hub_fmt("%s/refs/main", rdir);
+    char *sdir = hub_fmt("%s/snapshots", rdir), *refp = hub_fmt("%s/refs/%s", rdir, rev);
     uint8_t *ref = NULL;
     size_t ref_len = 0;
     if (!sdir || !refp) {
@@ -74,6 +77,7 @@ static mf_status snapshots(const char *rdir, char ***names, size_t *n) {
         while (ref_len && (commit[ref_len - 1] == '\n' || commit[ref_len - 1] == ' ')) ref_len--;
         commit[ref_len] = 0;
     }
+    if (is_commit(rev)) snprintf(commit, sizeof commit, "%s", rev);
     DIR *d = opendir(sdir);
     struct dirent *e;
     size_t cap = 0;
@@ -82,7 +86,7 @@ static mf_status snapshots(const char *rdir, char ***names, size_t *n) {
         if (e->d_name[0] == '.') continue;
         char *p = hub_fmt("%s/%s", sdir, e->d_name);
         struct stat st;
-        if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) && (!only || !strcmp(commit, e->d_name))) {
             if (*n == cap) {
                 cap = cap ? 2 * cap : 8;
                 *names = realloc(*names, cap * sizeof **names);
@@ -119,7 +123,7 @@ static mf_status resolve_cached(mf_hub *h, const hub_ref *r, const char *what, c
     char *rdir = repo_dir(h, r->repo);
     char **snaps = NULL;
     size_t n_snaps = 0;
-    mf_status s = rdir ? snapshots(rdir, &snaps, &n_snaps) : MF_ERR_NOMEM, first = MF_ERR_NOT_FOUND;
+    mf_status s = rdir ? snapshots(rdir, r->rev, r->rev_given, &snaps, &n_snaps) : MF_ERR_NOMEM, first = MF_ERR_NOT_FOUND;
     char msg[2048] = "";
     for (size_t i = 0; s == MF_OK && i < n_snaps && !*path; i++) {
         char *root = hub_fmt("%s/snapshots/%s", rdir, snaps[i]);
@@ -154,30 +158,42 @@ static mf_status fetch_json(mf_hub *h, const char *url, const char *what, json_t
     return MF_OK;
 }
 
-static mf_status main_commit(mf_hub *h, const hub_ref *r, const char *what, char commit[41]) {
-    char *url = hub_fmt("%s/api/models/%s/refs", h->hf_endpoint, r->repo);
-    json_t *j = NULL;
-    hub_headers hd;
-    mf_status s = url ? fetch_json(h, url, what, &j, &hd) : MF_ERR_NOMEM;
-    free(url);
-    if (s != MF_OK) return s;
-    json_t *br = json_object_get(j, "branches"), *b;
-    size_t i;
-    s = mf_fail(MF_ERR_NOT_FOUND, "%s: the repository has no branch 'main'", what);
-    json_array_foreach(br, i, b) {
-        const char *name = json_string_value(json_object_get(b, "name"));
-        const char *c = json_string_value(json_object_get(b, "targetCommit"));
-        if (!name || strcmp(name, "main")) continue;
-        if (!c || !hub_is_hex(c, 40)) {
-            s = mf_fail(MF_ERR_FORMAT, "%s: the commit of main is '%s', not 40 hex digits: refused", what, c ? c : "(none)");
-            break;
+static mf_status push_file(hub_file **files, size_t *n, size_t *cap, const char *what, hub_file f) {
+    if (*n == *cap) {
+        hub_file *g = *n < 1000000 ? realloc(*files, (*cap = *cap ? 2 * *cap : 32) * sizeof *g) : NULL;
+        if (!g) {
+            free(f.path), free(f.oid);
+            return mf_fail(MF_ERR_NOMEM, "%s: out of memory, or more than a million files, listing it", what);
         }
-        snprintf(commit, 41, "%s", c);
-        s = MF_OK;
-        break;
+        *files = g;
     }
-    json_decref(j);
-    return s;
+    (*files)[(*n)++] = f;
+    if (!f.path || (f.known && !f.oid)) return MF_ERR_NOMEM;
+    for (char *c = f.oid; c && *c; c++) *c = (char)(*c >= 'A' && *c <= 'F' ? *c + 32 : *c);
+    hub_split_part(f.path, &(*files)[*n - 1].part, &(*files)[*n - 1].n_parts, NULL);
+    return MF_OK;
+}
+
+/* A file of a listing: its path checked, then its digest and size when given: lfs_oid (a SHA-256)
+ * else oid (a git SHA-1). Present but malformed is refused; absent leaves it unknown. */
+static mf_status listed_file(hub_file **files, size_t *n, size_t *cap, const char *what, const char *path, const char *oid,
+                             json_t *size, bool lfs, bool dir) {
+    if (!path || !hub_safe_relpath(path))
+        return mf_fail(MF_ERR_FORMAT, "%s: the server lists a file named '%s', which would land outside the cache folder: refused",
+                       what, path ? path : "(none)");
+    hub_file f = {.path = mf_strdup(path), .dir = dir};
+    if (!dir && (oid || size)) {
+        if ((oid && !hub_is_hex(oid, lfs ? 64 : 40)) || (size && (!json_is_integer(size) || json_integer_value(size) < 0))) {
+            free(f.path);
+            return mf_fail(MF_ERR_FORMAT, "%s: the listing of '%s' has no valid digest and size: refused", what, path);
+        }
+        if (oid && size) {
+            f.known = true;
+            f.oid = mf_strdup(oid);
+            f.size = (uint64_t)json_integer_value(size);
+        }
+    }
+    return push_file(files, n, cap, what, f);
 }
 
 mf_status hub_hf_parse_tree(const char *body, size_t len, const char *what, hub_file **files, size_t *n, size_t *cap) {
@@ -190,47 +206,38 @@ mf_status hub_hf_parse_tree(const char *body, size_t len, const char *what, hub_
         if (s != MF_OK) break;
         const char *type = json_string_value(json_object_get(e, "type"));
         const char *path = json_string_value(json_object_get(e, "path"));
-        if (type && strcmp(type, "file")) continue; /* folders */
-        if (!path || !hub_safe_relpath(path)) {
-            s = mf_fail(MF_ERR_FORMAT, "%s: the server lists a file named '%s', which would land outside the cache folder: refused",
-                        what, path ? path : "(none)");
-            break;
-        }
         json_t *lfs = json_object_get(e, "lfs");
-        const char *oid = json_string_value(json_object_get(lfs ? lfs : e, "oid"));
-        json_t *size = json_object_get(lfs ? lfs : e, "size");
-        if (!oid || !(lfs ? hub_is_hex(oid, 64) : hub_is_hex(oid, 40)) || !json_is_integer(size) || json_integer_value(size) < 0) {
-            s = mf_fail(MF_ERR_FORMAT, "%s: the listing of '%s' has no valid digest and size: refused", what, path);
-            break;
-        }
-        if (*n == *cap) {
-            hub_file *f = *n < 1000000 ? realloc(*files, (*cap = *cap ? 2 * *cap : 32) * sizeof *f) : NULL;
-            if (!f) {
-                s = mf_fail(MF_ERR_NOMEM, "%s: out of memory, or more than a million files, listing it", what);
-                break;
-            }
-            *files = f;
-        }
-        hub_file *f = &(*files)[(*n)++];
-        memset(f, 0, sizeof *f);
-        f->path = mf_strdup(path);
-        f->oid = mf_strdup(oid);
-        for (char *c = f->oid; c && *c; c++) *c = (char)(*c >= 'A' && *c <= 'F' ? *c + 32 : *c);
-        f->size = (uint64_t)json_integer_value(size);
-        hub_split_part(path, &f->part, &f->n_parts, NULL);
-        if (!f->path || !f->oid) s = MF_ERR_NOMEM;
+        if (!json_is_object(lfs)) lfs = NULL;
+        const bool dir = type && strcmp(type, "file");
+        s = listed_file(files, n, cap, what, path, json_string_value(json_object_get(lfs ? lfs : e, "oid")),
+                        json_object_get(lfs ? lfs : e, "size"), lfs != NULL, dir);
     }
     json_decref(j);
     return s;
 }
 
-/* Every file of the commit (the tree API, paged by Link: rel="next"), each name and digest checked. */
-static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const char *commit, hub_file **files, size_t *n) {
-    *files = NULL;
-    *n = 0;
-    size_t cap = 0;
-    char *url = hub_fmt("%s/api/models/%s/tree/%s?recursive=true", h->hf_endpoint, r->repo, commit);
+/* The files of a model info answer's "siblings" (rfilename; with ?blobs=true also size, blobId and
+ * lfs.sha256), for a server without the tree API. */
+static mf_status sibling_files(json_t *info, const char *what, hub_file **files, size_t *n, size_t *cap) {
+    json_t *sib = json_object_get(info, "siblings"), *e;
+    size_t i;
+    mf_status s = MF_OK;
+    json_array_foreach(sib, i, e) {
+        if (s != MF_OK) break;
+        json_t *lfs = json_object_get(e, "lfs");
+        if (!json_is_object(lfs)) lfs = NULL;
+        s = listed_file(files, n, cap, what, json_string_value(json_object_get(e, "rfilename")),
+                        json_string_value(json_object_get(lfs ? lfs : e, lfs ? "sha256" : "blobId")),
+                        json_object_get(lfs ? lfs : e, "size"), lfs != NULL, false);
+    }
+    return s;
+}
+
+/* Pages of one tree listing (Link: rel="next", maybe relative) appended to *files. *missing: the
+ * server has no such API (hub_route_missing of its answer). */
+static mf_status tree_pages(mf_hub *h, const char *what, char *url, hub_file **files, size_t *n, size_t *cap, bool *missing) {
     mf_status s = url ? MF_OK : MF_ERR_NOMEM;
+    *missing = false;
     for (int page = 0; s == MF_OK && url; page++) {
         if (page == 1000) {
             s = mf_fail(MF_ERR_FORMAT, "%s: the file list goes on past 1000 pages: refused", what);
@@ -240,14 +247,224 @@ static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const 
         hub_headers hd;
         char *body;
         size_t len;
-        if ((s = hub_fetch(h, &rq, 64u << 20, &body, &len, &hd)) != MF_OK) break;
-        free(url);
-        url = NULL;
-        s = hub_hf_parse_tree(body, len, what, files, n, &cap);
+        if ((s = hub_fetch(h, &rq, 64u << 20, &body, &len, &hd)) != MF_OK) {
+            *missing = page == 0 && hub_route_missing(&hd);
+            break;
+        }
+        s = hub_hf_parse_tree(body, len, what, files, n, cap);
         free(body);
-        if (s == MF_OK && hd.link_next[0]) url = mf_strdup(hd.link_next);
+        char *next = s == MF_OK && hd.link_next[0] ? hub_url_join(url, hd.link_next) : NULL;
+        if (next && !strcmp(next, url)) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: the file list's next page is the page itself: refused", what);
+            free(next);
+            next = NULL;
+        }
+        free(url);
+        url = next;
     }
     free(url);
+    return s;
+}
+
+/* Every file of the revision (the tree API, recursive), each name and digest checked. A folder the
+ * answer lists without its files (a server that does not recurse) is listed on its own. */
+static mf_status list_tree(mf_hub *h, const hub_ref *r, const char *what, const char *rev, hub_file **files, size_t *n,
+                           bool *missing) {
+    *files = NULL;
+    *n = 0;
+    *missing = false;
+    size_t cap = 0;
+    char *erev = hub_url_escape(rev, false);
+    mf_status s = erev ? tree_pages(h, what, hub_fmt("%s/api/models/%s/tree/%s?recursive=true", h->hf_endpoint, r->repo, erev),
+                                    files, n, &cap, missing)
+                       : MF_ERR_NOMEM;
+    for (size_t i = 0, asked = 0; s == MF_OK && i < *n; i++) {
+        if (!(*files)[i].dir) continue;
+        const char *d = (*files)[i].path;
+        const size_t dl = strlen(d);
+        bool has = false;
+        for (size_t k = 0; k < *n && !has; k++) has = !strncmp((*files)[k].path, d, dl) && (*files)[k].path[dl] == '/';
+        if (has) continue;
+        if (++asked > 256) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: more than 256 folders to list one by one: refused", what);
+            break;
+        }
+        char *ed = hub_url_escape(d, false);
+        hub_file *sub = NULL;
+        size_t n_sub = 0, sub_cap = 0;
+        bool m = false;
+        s = ed ? tree_pages(h, what, hub_fmt("%s/api/models/%s/tree/%s/%s?recursive=true", h->hf_endpoint, r->repo, erev, ed),
+                            &sub, &n_sub, &sub_cap, &m)
+               : MF_ERR_NOMEM;
+        free(ed);
+        if (s != MF_OK && m) s = MF_OK; /* no listing by folder either: what the root listed is all */
+        for (size_t k = 0; s == MF_OK && k < n_sub; k++) { /* only what lies in that folder is taken */
+            if (strncmp(sub[k].path, d, dl) || sub[k].path[dl] != '/') continue;
+            bool dup = false;
+            for (size_t q = 0; q < *n && !dup; q++) dup = !strcmp((*files)[q].path, sub[k].path);
+            if (dup) continue;
+            s = push_file(files, n, &cap, what, sub[k]);
+            d = (*files)[i].path;
+            memset(&sub[k], 0, sizeof sub[k]);
+        }
+        hub_files_free(sub, n_sub);
+    }
+    free(erev);
+    if (s != MF_OK) {
+        hub_files_free(*files, *n);
+        *files = NULL;
+        *n = 0;
+    }
+    return s;
+}
+
+/* The commit a revision names, asked as huggingface_hub's snapshot_download asks it (the model info
+ * of the revision), else from the refs API, else (for main) the model info of the repository. *info:
+ * a model info answer when one came (its siblings list the files). An empty commit: no route told
+ * it; the HEAD of a file will (X-Repo-Commit). */
+static mf_status revision_commit(mf_hub *h, const hub_ref *r, const char *what, char commit[41], json_t **info) {
+    commit[0] = 0;
+    *info = NULL;
+    char *erev = hub_url_escape(r->rev, false);
+    if (!erev) return MF_ERR_NOMEM;
+    hub_headers hd;
+    json_t *j = NULL;
+    const char *sha = NULL;
+    for (int route = 0; route < 3 && !sha; route++) {
+        char *url = route == 0   ? hub_fmt("%s/api/models/%s/revision/%s?blobs=true", h->hf_endpoint, r->repo, erev)
+                    : route == 1 ? hub_fmt("%s/api/models/%s/refs", h->hf_endpoint, r->repo)
+                    : !strcmp(r->rev, "main") && !*info ? hub_fmt("%s/api/models/%s?blobs=true", h->hf_endpoint, r->repo)
+                                                         : NULL;
+        if (!url) break;
+        mf_status s = fetch_json(h, url, what, &j, &hd);
+        free(url);
+        if (s != MF_OK) {
+            if (hub_route_missing(&hd)) continue;
+            free(erev);
+            json_decref(*info);
+            *info = NULL;
+            return s;
+        }
+        if (route == 1) { /* {"branches": [{"name", "targetCommit"}], "tags": [...]} */
+            static const char *const kinds[] = {"branches", "tags", "converts"};
+            for (size_t k = 0; k < 3 && !sha; k++) {
+                json_t *b;
+                size_t i;
+                json_array_foreach(json_object_get(j, kinds[k]), i, b) {
+                    const char *name = json_string_value(json_object_get(b, "name"));
+                    const char *ref = json_string_value(json_object_get(b, "ref")); /* refs/heads/NAME */
+                    if ((name && !strcmp(name, r->rev)) || (ref && !strcmp(ref, r->rev))) {
+                        sha = json_string_value(json_object_get(b, "targetCommit"));
+                        if (!sha) sha = "";
+                        break;
+                    }
+                }
+            }
+        } else {
+            sha = json_string_value(json_object_get(j, "sha"));
+        }
+        if (sha && !is_commit(sha)) {
+            mf_status s2 = mf_fail(MF_ERR_FORMAT, "%s: the commit of '%s' is '%s', not 40 hex digits: refused", what, r->rev, sha);
+            json_decref(j);
+            json_decref(*info);
+            *info = NULL;
+            free(erev);
+            return s2;
+        }
+        if (sha) snprintf(commit, 41, "%s", sha);
+        if (route != 1 && !*info) *info = j;
+        else json_decref(j);
+        j = NULL;
+    }
+    free(erev);
+    return MF_OK;
+}
+
+/* huggingface_hub's get_hf_file_metadata: a HEAD of the file's resolve URL, following redirects on
+ * the endpoint's own host only (a renamed repository), read as it reads it: X-Repo-Commit,
+ * X-Linked-Etag else ETag (W/ and quotes dropped), X-Linked-Size else (not redirected)
+ * Content-Length. The tag must be a SHA-256 or git SHA-1 to be checked; anything else is refused. */
+static mf_status file_metadata(mf_hub *h, const char *url, const char *what, char commit[41], hub_file *f) {
+    char *u = mf_strdup(url);
+    hub_headers hd;
+    mf_status s = u ? MF_OK : MF_ERR_NOMEM;
+    int hops = 0;
+    for (; s == MF_OK; hops++) {
+        if (hops > 10) {
+            s = mf_fail(MF_ERR_IO, "%s: %s redirects in a loop (more than 10 redirects): the server or a proxy is misconfigured",
+                        what, url);
+            break;
+        }
+        const hub_request rq = {.site = HUB_SITE_HF, .url = u, .what = what, .head = true, .no_redirects = true};
+        if ((s = hub_fetch(h, &rq, 0, NULL, NULL, &hd)) != MF_OK) break;
+        if (hd.status < 300) break;
+        char *next = hub_url_join(u, hd.location);
+        if (!next) {
+            s = mf_fail(MF_ERR_FORMAT, "%s: the server redirects to '%s', which is not a URL", what, hd.location);
+            break;
+        }
+        if (!hub_same_host(next, h->hf_endpoint)) { /* the storage host: the answer in hand is the metadata */
+            free(next);
+            break;
+        }
+        free(u);
+        u = next;
+    }
+    free(u);
+    if (s != MF_OK) return s;
+    if (!commit[0] && is_commit(hd.repo_commit)) memcpy(commit, hd.repo_commit, 41);
+    const char *tag = hd.linked_etag[0] ? hd.linked_etag : hd.etag;
+    const int64_t size = hd.linked_size >= 0 ? hd.linked_size : hd.status < 300 ? hd.content_length : -1;
+    if (!hub_is_hex(tag, 64) && !hub_is_hex(tag, 40))
+        return mf_fail(MF_ERR_FORMAT, "%s: the server names the file by the ETag '%s', not a SHA-256 or git SHA-1 that minfer can "
+                       "check: refused", what, tag);
+    if (size < 0)
+        return mf_fail(MF_ERR_FORMAT, "%s: the server tells no size (no X-Linked-Size or Content-Length): refused", what);
+    if (f->known && (strcasecmp(f->oid, tag) || f->size != (uint64_t)size))
+        return mf_fail(MF_ERR_FORMAT, "%s: the server's ETag %s and size %lld disagree with its listing (%s, %llu): refused", what,
+                       tag, (long long)size, f->oid, (unsigned long long)f->size);
+    free(f->oid);
+    if (!(f->oid = mf_strdup(tag))) return MF_ERR_NOMEM;
+    for (char *c = f->oid; *c; c++) *c = (char)(*c >= 'A' && *c <= 'F' ? *c + 32 : *c);
+    f->size = (uint64_t)size;
+    f->known = true;
+    return MF_OK;
+}
+
+/* The files of the revision: the tree API, else the model info's siblings, else (a server with only
+ * the resolve route, as hf_hub_download needs) the file the selector names, with its split parts. */
+static mf_status list_files(mf_hub *h, const hub_ref *r, const char *what, const char *rev, bool info_tried, json_t **info,
+                            hub_file **files, size_t *n) {
+    bool missing;
+    mf_status s = list_tree(h, r, what, rev, files, n, &missing);
+    if (s == MF_OK || !missing) return s;
+    size_t cap = 0;
+    if (!*info && !info_tried) { /* the model info, for its siblings */
+        char *erev = hub_url_escape(r->rev, false);
+        char *url = erev ? hub_fmt("%s/api/models/%s/revision/%s?blobs=true", h->hf_endpoint, r->repo, erev) : NULL;
+        hub_headers hd;
+        s = url ? fetch_json(h, url, what, info, &hd) : MF_ERR_NOMEM;
+        free(erev), free(url);
+        if (s != MF_OK && !hub_route_missing(&hd)) return s;
+    }
+    if (*info && json_is_array(json_object_get(*info, "siblings"))) {
+        s = sibling_files(*info, what, files, n, &cap);
+    } else if (strlen(r->sel) > 5 && !strcasecmp(r->sel + strlen(r->sel) - 5, ".gguf")) {
+        uint32_t part, n_parts;
+        size_t base;
+        hub_split_part(r->sel, &part, &n_parts, &base);
+        s = MF_OK;
+        for (uint32_t k = 1; s == MF_OK && k <= n_parts; k++) {
+            char *p = n_parts > 1 ? hub_fmt("%.*s-%05u-of-%05u.gguf", (int)base, r->sel, k, n_parts) : mf_strdup(r->sel);
+            s = p ? listed_file(files, n, &cap, what, p, NULL, NULL, false, false) : MF_ERR_NOMEM;
+            free(p);
+        }
+    } else {
+        s = mf_fail(MF_ERR_NOT_FOUND,
+                    "%s: 404 Not Found for its file list (the tree and model info routes): no such repository or revision "
+                    "(or a private one: set HF_TOKEN), or a server that only serves files: then name the file, as %s:FILE.gguf",
+                    what, what);
+    }
     if (s != MF_OK) {
         hub_files_free(*files, *n);
         *files = NULL;
@@ -278,8 +495,8 @@ static int file_done(mf_hub *h, int file, int n_files, const char *name, uint64_
 
 mf_status hub_hf_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **path) {
     *path = NULL;
-    char what[400];
-    snprintf(what, sizeof what, "hf:%s", r->repo);
+    char what[700];
+    snprintf(what, sizeof what, "hf:%s%s%s", r->repo, r->rev_given ? "@" : "", r->rev_given ? r->rev : "");
     mf_status s;
     if (!(flags & MF_HUB_UPDATE) || h->offline) {
         s = resolve_cached(h, r, what, path);
@@ -290,32 +507,50 @@ mf_status hub_hf_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **pat
             return mf_fail(MF_ERR_NOT_FOUND, "%s%s", msg, h->offline ? " (HF_HUB_OFFLINE is set: nothing is downloaded)" : "");
         }
     }
-    char commit[41];
-    if ((s = main_commit(h, r, what, commit)) != MF_OK) return s;
+    char commit[41] = "";
+    json_t *info = NULL;
+    if (is_commit(r->rev)) memcpy(commit, r->rev, 41);
+    else if ((s = revision_commit(h, r, what, commit, &info)) != MF_OK) return s;
     hub_file *files = NULL;
     size_t n_files = 0, *idx = NULL, n = 0;
-    if ((s = list_tree(h, r, what, commit, &files, &n_files)) != MF_OK) return s;
+    s = list_files(h, r, what, commit[0] ? commit : r->rev, !is_commit(r->rev), &info, &files, &n_files);
+    json_decref(info);
+    if (s != MF_OK) return s;
     if ((s = hub_select(files, n_files, r->sel, what, &idx, &n)) != MF_OK) {
         hub_files_free(files, n_files);
         return s;
     }
-    char *rdir = repo_dir(h, r->repo);
+    char *erev = hub_url_escape(r->rev, false);
+    for (size_t k = 0; s == MF_OK && k < n; k++) { /* what the listing did not tell, and the commit, from HEAD */
+        hub_file *f = &files[idx[k]];
+        if (f->known && commit[0]) continue;
+        char *esc = hub_url_escape(f->path, true);
+        char *url = esc && erev ? hub_fmt("%s/%s/resolve/%s/%s", h->hf_endpoint, r->repo, commit[0] ? commit : erev, esc) : NULL;
+        char *fwhat = hub_fmt("%s:%s", what, f->path);
+        s = url && fwhat ? file_metadata(h, url, fwhat, commit, f) : MF_ERR_NOMEM;
+        free(esc), free(url), free(fwhat);
+    }
+    free(erev);
+    if (s == MF_OK && !commit[0])
+        s = mf_fail(MF_ERR_FORMAT, "%s: the server tells no commit for the revision '%s' (no X-Repo-Commit): refused", what, r->rev);
+    char *rdir = s == MF_OK ? repo_dir(h, r->repo) : NULL;
     char *rname = rdir ? strrchr(rdir, '/') + 1 : NULL;
+    if (s == MF_OK && !rdir) s = MF_ERR_NOMEM;
     uint64_t missing = 0;
     int n_missing = 0;
-    for (size_t k = 0; rdir && k < n; k++) {
+    for (size_t k = 0; s == MF_OK && k < n; k++) {
         const hub_file *f = &files[idx[k]];
         char *blob = hub_fmt("%s/blobs/%s", rdir, f->oid);
         uint64_t have;
         if (blob && !(hub_file_size(blob, &have) && have == f->size)) missing += f->size, n_missing++;
         free(blob);
     }
-    if (n_missing) {
+    if (s == MF_OK && n_missing) {
         char sz[32];
         hub_note(h, "%s%s%s is not cached; downloading %d file%s (%s) from %s into %s", what, r->sel[0] ? ":" : "", r->sel,
                  n_missing, n_missing == 1 ? "" : "s", hub_bytes_str(missing, sz, sizeof sz), h->hf_endpoint, rdir);
     }
-    for (size_t k = 0; s == MF_OK && rdir && k < n; k++) {
+    for (size_t k = 0; s == MF_OK && k < n; k++) {
         const hub_file *f = &files[idx[k]];
         char *blob = hub_fmt("%s/blobs/%s", rdir, f->oid), *link = hub_fmt("%s/snapshots/%s/%s", rdir, commit, f->path);
         char *lock = hub_fmt("%s/.locks/%s/%s.lock", h->hf_cache, rname, f->oid);
@@ -338,12 +573,11 @@ mf_status hub_hf_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **pat
         if (s == MF_OK && k == 0) *path = mf_strdup(link);
         free(blob), free(link), free(lock), free(esc), free(url), free(fwhat), free(target);
     }
-    if (s == MF_OK && rdir) {
-        char *ref = hub_fmt("%s/refs/main", rdir);
+    if (s == MF_OK && strcmp(r->rev, commit)) { /* refs/REV holds its commit, as huggingface_hub writes it */
+        char *ref = hub_fmt("%s/refs/%s", rdir, r->rev);
         s = ref ? hub_write_atomic(ref, commit, 40) : MF_ERR_NOMEM;
         free(ref);
     }
-    if (!rdir) s = MF_ERR_NOMEM;
     if (s != MF_OK) {
         free(*path);
         *path = NULL;
@@ -376,7 +610,7 @@ mf_status hub_hf_list(mf_hub *h, mf_hub_model **models, size_t *n, size_t *cap) 
         snprintf(repo, sizeof repo, "%.*s/%s", (int)(sep - e->d_name - 8), e->d_name + 8, sep + 2);
         char *rdir = hub_fmt("%s/%s", h->hf_cache, e->d_name), **snaps = NULL;
         size_t n_snaps = 0, first = *n;
-        if (!rdir || snapshots(rdir, &snaps, &n_snaps) != MF_OK) s = MF_ERR_NOMEM;
+        if (!rdir || snapshots(rdir, "main", false, &snaps, &n_snaps) != MF_OK) s = MF_ERR_NOMEM;
         for (size_t i = 0; s == MF_OK && i < n_snaps; i++) {
             char *root = hub_fmt("%s/snapshots/%s", rdir, snaps[i]);
             hub_file *files = NULL;
@@ -447,13 +681,31 @@ static void linked_blobs(const char *dir, char ***names, size_t *n, int depth) {
     if (d) closedir(d);
 }
 
+/* Remove the ref files under dir (refs/main, refs/v2, refs/refs/pr/1) and then the folders. */
+static void remove_refs(const char *dir, int depth) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = hub_fmt("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode) && depth < 8) remove_refs(p, depth + 1);
+            else if (S_ISREG(st.st_mode)) unlink(p);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
 mf_status hub_hf_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed) {
     hub_ref r;
     mf_status s = hub_ref_parse(m->ref, &r);
     if (s != MF_OK) return s;
     char *rdir = repo_dir(h, r.repo), **snaps = NULL, *sdir = rdir ? hub_fmt("%s/snapshots", rdir) : NULL;
     size_t n_snaps = 0;
-    if (!sdir || snapshots(rdir, &snaps, &n_snaps) != MF_OK) s = MF_ERR_NOMEM;
+    if (!sdir || snapshots(rdir, "main", false, &snaps, &n_snaps) != MF_OK) s = MF_ERR_NOMEM;
     uint32_t part, n_parts;
     hub_split_part(r.sel, &part, &n_parts, NULL);
     for (size_t i = 0; s == MF_OK && i < n_snaps; i++)
@@ -478,13 +730,12 @@ mf_status hub_hf_remove(mf_hub *h, const mf_hub_model *m, uint64_t *freed) {
         free(p);
     }
     if (d) closedir(d);
-    if (sdir && rmdir(sdir) == 0) { /* nothing of the repository is left: its folder goes */
-        char *refs = hub_fmt("%s/refs/main", rdir), *refd = hub_fmt("%s/refs", rdir);
-        if (refs) unlink(refs);
-        if (refd) rmdir(refd);
+    if (sdir && rmdir(sdir) == 0) { /* nothing of the repository is left: its folder goes, refs of every revision too */
+        char *refd = hub_fmt("%s/refs", rdir);
+        if (refd) remove_refs(refd, 0);
         if (bdir) rmdir(bdir);
         rmdir(rdir);
-        free(refs), free(refd);
+        free(refd);
     }
     for (size_t u = 0; u < n_used; u++) free(used[u]);
     free(used);

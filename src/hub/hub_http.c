@@ -5,6 +5,7 @@
 #include "hub/hub_internal.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -12,6 +13,7 @@ void hub_headers_reset(hub_headers *hd) {
     memset(hd, 0, sizeof *hd);
     hd->content_length = -1;
     hd->retry_after_s = -1;
+    hd->linked_size = -1;
 }
 
 /* Copy a header value, trimmed, normalized for ETags (W/ prefix and quotes dropped). */
@@ -35,21 +37,36 @@ static bool header_is(const char *line, size_t n, const char *name, const char *
     return true;
 }
 
-/* The URL of a Link header's rel="next" entry (the tree API pages so). */
+/* The URL of a Link header's rel="next" entry (the tree API pages so; rel=next unquoted and
+ * several rel values, as RFC 8288 allows, count too). */
 static void parse_link_next(const char *v, size_t n, char *out, size_t size) {
     char tmp[2048];
     copy_value(tmp, sizeof tmp, v, n, false);
     for (char *p = tmp; (p = strchr(p, '<'));) {
         char *e = strchr(p, '>');
         if (!e) return;
-        const char *rest = e + 1, *next_entry = strchr(rest, '<');
-        const char *rel = strstr(rest, "rel=\"next\"");
-        if (rel && (!next_entry || rel < next_entry)) {
-            *e = 0;
-            snprintf(out, size, "%s", p + 1);
-            return;
+        *e = 0;
+        char *rest = e + 1, *next_entry = strchr(rest, '<');
+        if (next_entry) *next_entry = 0; /* this entry's parameters only */
+        for (char *r = rest; (r = strcasestr(r, "rel"));) {
+            r += 3;
+            while (*r == ' ') r++;
+            if (*r != '=') continue;
+            r++;
+            while (*r == ' ' || *r == '"') r++;
+            for (;;) { /* rel="a next b" */
+                const size_t k = strcspn(r, " \";,");
+                if (k == 4 && !strncasecmp(r, "next", 4)) {
+                    snprintf(out, size, "%s", p + 1);
+                    return;
+                }
+                if (r[k] != ' ') break;
+                r += k + 1;
+            }
         }
-        p = e + 1;
+        if (!next_entry) return;
+        *next_entry = '<';
+        p = next_entry;
     }
 }
 
@@ -62,7 +79,7 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
         const char *sp = memchr(buf, ' ', len);
         hd->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         hd->n_responses++;
-        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = 0;
+        hd->etag[0] = hd->content_range[0] = hd->accept_ranges[0] = hd->link_next[0] = hd->location[0] = hd->www_auth[0] = 0;
         hd->content_length = hd->retry_after_s = -1;
         return len;
     }
@@ -74,13 +91,18 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user) {
     else if (header_is(buf, len, "Content-Range", &v, &vl)) copy_value(hd->content_range, sizeof hd->content_range, v, vl, false);
     else if (header_is(buf, len, "Accept-Ranges", &v, &vl)) copy_value(hd->accept_ranges, sizeof hd->accept_ranges, v, vl, false);
     else if (header_is(buf, len, "Link", &v, &vl)) parse_link_next(v, vl, hd->link_next, sizeof hd->link_next);
-    else if (header_is(buf, len, "Content-Length", &v, &vl) || header_is(buf, len, "Retry-After", &v, &vl)) {
+    else if (header_is(buf, len, "Location", &v, &vl)) copy_value(hd->location, sizeof hd->location, v, vl, false);
+    else if (header_is(buf, len, "WWW-Authenticate", &v, &vl)) copy_value(hd->www_auth, sizeof hd->www_auth, v, vl, false);
+    else if (header_is(buf, len, "Content-Length", &v, &vl) || header_is(buf, len, "Retry-After", &v, &vl) ||
+             header_is(buf, len, "X-Linked-Size", &v, &vl)) {
         char num[32];
         copy_value(num, sizeof num, v, vl, false);
         char *end;
         const long long x = strtoll(num, &end, 10);
         if (end != num && !*end && x >= 0) {
-            if (tolower((unsigned char)buf[0]) == 'c') hd->content_length = x;
+            const char c = (char)tolower((unsigned char)buf[0]);
+            if (c == 'c') hd->content_length = x;
+            else if (c == 'x') hd->linked_size = x;
             else hd->retry_after_s = x;
         }
     }
@@ -135,8 +157,69 @@ CURL *hub_curl_new(mf_hub *h, hub_site site, const char *url, char *errbuf, hub_
         curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
         curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, h->hf_token);
     }
+    /* A registry's token likewise goes to the host that asked for it only. */
+    if (site == HUB_SITE_OLLAMA && h->ollama_token && hub_same_host(url, h->ollama_token_url)) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+        curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, h->ollama_token);
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, *list);
     return e;
+}
+
+/* One parameter of a challenge (Bearer realm="...",service="...",scope="..."), unquoted. */
+static bool challenge_param(const char *c, const char *name, char *out, size_t size) {
+    const size_t k = strlen(name);
+    for (const char *p = c; (p = strcasestr(p, name));) {
+        const bool start = p == c || p[-1] == ' ' || p[-1] == ',';
+        p += k;
+        if (!start || *p != '=') continue;
+        p++;
+        const bool quoted = *p == '"';
+        if (quoted) p++;
+        const size_t n = quoted ? strcspn(p, "\"") : strcspn(p, ", ");
+        if (n >= size) return false;
+        memcpy(out, p, n);
+        out[n] = 0;
+        return true;
+    }
+    return false;
+}
+
+/* A registry's 401 with a Bearer challenge: the anonymous token its realm hands out (the Docker
+ * registry token flow; Ollama's signed login is not done). */
+static mf_status ollama_token(mf_hub *h, const hub_request *rq, const hub_headers *hd) {
+    char realm[512], service[256] = "", scope[256] = "";
+    if (strncasecmp(hd->www_auth, "Bearer ", 7) || !challenge_param(hd->www_auth + 7, "realm", realm, sizeof realm) ||
+        (strncmp(realm, "https://", 8) && strncmp(realm, "http://", 7)))
+        return MF_ERR_NOT_FOUND;
+    challenge_param(hd->www_auth + 7, "service", service, sizeof service);
+    challenge_param(hd->www_auth + 7, "scope", scope, sizeof scope);
+    char *es = hub_url_escape(service, false), *ec = hub_url_escape(scope, false);
+    char *url = es && ec ? hub_fmt("%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?", es, ec) : NULL;
+    free(es), free(ec);
+    if (!url) return MF_ERR_NOMEM;
+    const hub_request trq = {.site = HUB_SITE_OLLAMA, .url = url, .accept = "application/json", .what = rq->what,
+                             .token_request = true};
+    hub_headers thd;
+    char *body = NULL;
+    size_t len;
+    mf_status s = hub_fetch(h, &trq, 1 << 16, &body, &len, &thd);
+    free(url);
+    if (s != MF_OK) return s;
+    json_t *j = json_loadb(body, len, 0, NULL);
+    free(body);
+    const char *tok = json_string_value(json_object_get(j, "token"));
+    if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
+    if (!tok || !*tok || strcspn(tok, " \t\r\n") != strlen(tok)) {
+        json_decref(j);
+        return mf_fail(MF_ERR_FORMAT, "%s: the registry's token service %s answered no token", rq->what, realm);
+    }
+    free(h->ollama_token);
+    free(h->ollama_token_url);
+    h->ollama_token = mf_strdup(tok);
+    h->ollama_token_url = mf_strdup(rq->url);
+    json_decref(j);
+    return h->ollama_token && h->ollama_token_url ? MF_OK : MF_ERR_NOMEM;
 }
 
 bool hub_retryable(long status) { return status == 408 || status == 429 || status >= 500; }
@@ -178,6 +261,7 @@ static size_t mem_write(char *p, size_t size, size_t n, void *user) {
 mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, size_t *len, hub_headers *hd) {
     if (body) *body = NULL;
     if (len) *len = 0;
+    bool tried_token = false;
     for (int attempt = 1;; attempt++) {
         char errbuf[CURL_ERROR_SIZE];
         struct curl_slist *list = NULL;
@@ -187,13 +271,14 @@ mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, s
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, mem_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
         if (rq->head) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+        if (rq->no_redirects) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
         const CURLcode rc = curl_easy_perform(e);
         long status = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
         hd->status = status;
         curl_easy_cleanup(e);
         curl_slist_free_all(list);
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
+        if (rc == CURLE_OK && status >= 200 && (status < 300 || (rq->no_redirects && status < 400 && hd->location[0]))) {
             if (body) *body = b.data ? b.data : mf_strdup("");
             else free(b.data);
             if (len) *len = b.len;
@@ -205,6 +290,17 @@ mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, s
             return mf_fail(MF_ERR_IO, "%s: %s redirects in a loop (more than 10 redirects): the server or a proxy is misconfigured",
                            rq->what, rq->url);
         const bool transport = rc != CURLE_OK && rc != CURLE_HTTP_RETURNED_ERROR;
+        if (!transport && status == 401 && rq->site == HUB_SITE_OLLAMA && hd->www_auth[0] && !tried_token && !rq->token_request) {
+            tried_token = true;
+            const hub_headers keep = *hd;
+            mf_status ts = ollama_token(h, rq, &keep);
+            *hd = keep;
+            if (ts == MF_OK) {
+                attempt--; /* the same try, now with the token */
+                continue;
+            }
+            if (ts != MF_ERR_NOT_FOUND) return ts;
+        }
         if ((transport || hub_retryable(status)) && attempt < HUB_TRIES) {
             hub_note(h, "%s: %s (try %d of %d); trying again", rq->what,
                      transport ? (errbuf[0] ? errbuf : curl_easy_strerror(rc)) : "the server is busy", attempt, HUB_TRIES);
@@ -224,9 +320,12 @@ mf_status hub_http_error(mf_hub *h, hub_site site, const char *what, const hub_h
     char said[300] = "";
     if (hd->error_message[0]) snprintf(said, sizeof said, " (\"%s\")", hd->error_message);
     const bool hf = site == HUB_SITE_HF;
+    if (st == 401 && hf && !strcmp(hd->error_code, "RepoNotFound")) /* the Hub's answer to an anonymous ask */
+        return mf_fail(MF_ERR_NOT_FOUND, "%s: 401 Unauthorized%s: no such repository, or a private one (check the name; set "
+                       "HF_TOKEN for a private one)", what, said);
     if (st == 401)
         return mf_fail(MF_ERR_IO, "%s: 401 Unauthorized%s: %s", what, said,
-                       !hf ? "this registry wants a login, which minfer does not do; `ollama pull` it, then use it in place"
+                       !hf ? "this registry wants a login (more than an anonymous token), which minfer does not do; `ollama pull` it, then use it in place"
                        : h->hf_token ? "the token (HF_TOKEN or the token file) was refused; make a new one at huggingface.co/settings/tokens"
                                      : "the repository is private or gated: set HF_TOKEN to a token that may read it");
     if (st == 403)
@@ -268,4 +367,22 @@ char *hub_url_escape(const char *s, bool keep_slash) {
     }
     *p = 0;
     return o;
+}
+
+char *hub_url_join(const char *base, const char *ref) {
+    CURLU *u = curl_url();
+    char *out = NULL, *res = NULL;
+    if (u && !curl_url_set(u, CURLUPART_URL, base, 0) && !curl_url_set(u, CURLUPART_URL, ref, 0) &&
+        !curl_url_get(u, CURLUPART_URL, &out, 0))
+        res = mf_strdup(out);
+    curl_free(out);
+    curl_url_cleanup(u);
+    return res;
+}
+
+bool hub_route_missing(const hub_headers *hd) {
+    const long st = hd->status;
+    if (st != 400 && st != 404 && st != 405 && st != 501) return false;
+    return strcmp(hd->error_code, "RepoNotFound") && strcmp(hd->error_code, "RevisionNotFound") &&
+           strcmp(hd->error_code, "GatedRepo") && strcmp(hd->error_code, "DisabledRepo");
 }

@@ -17,6 +17,9 @@ struct mf_hub {
     char *hf_cache;        /* .../hub */
     char *ollama_registry; /* NULL: https://HOST of the name */
     char *ollama_models;
+    char *ollama_system;   /* read-only second store (the Linux service's); NULL: none */
+    char *ollama_token;    /* a registry's anonymous Bearer token (WWW-Authenticate challenge), NULL: none */
+    char *ollama_token_url; /* the URL whose host it is for */
     bool offline;
     int connections;
     double retry_delay_s;
@@ -76,9 +79,12 @@ typedef struct hub_headers {
     char error_code[64];       /* X-Error-Code */
     char error_message[256];   /* X-Error-Message */
     char content_range[96];
-    char link_next[1024];      /* the URL of Link: <...>; rel="next" */
+    char link_next[1024];      /* the URL of Link: <...>; rel="next" (as sent: maybe relative) */
+    char location[2048];       /* Location of this response (as sent: maybe relative) */
+    char www_auth[512];        /* WWW-Authenticate of this response */
     char accept_ranges[16];
     int64_t content_length;    /* -1 when absent */
+    int64_t linked_size;       /* X-Linked-Size of any response in the chain; -1 when absent */
     int64_t retry_after_s;     /* -1 when absent */
     int n_responses;           /* 1 + redirects followed */
 } hub_headers;
@@ -90,6 +96,8 @@ typedef struct hub_request {
     const char *accept;   /* Accept header or NULL */
     const char *what;     /* for messages: "hf:org/repo", "ollama:llama3.2" */
     bool head;            /* HEAD instead of GET */
+    bool no_redirects;    /* a 3xx is the answer (its Location in the headers), not followed */
+    bool token_request;   /* to a registry's token service: a 401 there is final */
 } hub_request;
 
 /* Prepare an easy handle with minfer's settings: redirects (at most 10, http(s) only), timeouts, a
@@ -104,7 +112,8 @@ size_t hub_header_cb(char *buf, size_t size, size_t n, void *user);
 void hub_headers_reset(hub_headers *hd);
 
 /* GET (or HEAD) into memory, at most max bytes, retrying 408/429/5xx and transport errors with
- * backoff. Success is a 2xx answer; anything else fails with a message for the site (hub_http_error).
+ * backoff. Success is a 2xx answer (or a 3xx with no_redirects); anything else fails with a message
+ * for the site (hub_http_error).
  * *body: caller frees (NUL-terminated), may be NULL for HEAD. */
 mf_status hub_fetch(mf_hub *h, const hub_request *rq, size_t max, char **body, size_t *len, hub_headers *hd);
 /* The message for a failed answer: status, the server's own words, and what to do. */
@@ -116,6 +125,13 @@ bool hub_retryable(long status);
 void hub_backoff(mf_hub *h, int attempt, int64_t retry_after_s);
 /* Percent-encode a path for a URL, keeping '/' when keep_slash. Caller frees. */
 char *hub_url_escape(const char *s, bool keep_slash);
+/* The absolute URL a (maybe relative) reference ref names from the page base. Caller frees; NULL
+ * when either is not a URL. */
+char *hub_url_join(const char *base, const char *ref);
+/* Whether a failed answer says "no such route here" rather than "no such repository": 400, 404,
+ * 405 or 501 without one of the Hub's own error codes for a repository or revision. The callers
+ * then try another route of the API, so that a server with only some of them still works. */
+bool hub_route_missing(const hub_headers *hd);
 
 /* ---- hub_download.c ---- */
 /* One file to download into a content-addressed place. */
@@ -152,15 +168,20 @@ typedef struct hub_ref {
     hub_ref_kind kind;
     char repo[260];   /* hf: ORG/REPO */
     char sel[1100];   /* hf: QUANT or FILE, "" when none */
+    char rev[256];    /* hf: the revision after '@' (branch, tag, commit, refs/pr/N); "main" by default */
+    bool rev_given;   /* hf: '@REV' was written */
     char host[256];   /* ollama: registry host (registry.ollama.ai) */
     char ns[128];     /* ollama: namespace (library) */
     char model[128];  /* ollama: model */
     char tag[130];    /* ollama: tag (latest) */
+    char scheme[8];   /* ollama: "https", or "http" when the name says http:// */
 } hub_ref;
-/* Parse hf:... and ollama:...; anything else is HUB_REF_PATH. MF_ERR_ARG names the bad part. */
+/* Parse hf:ORG/REPO[@REV][:SEL] and ollama:[SCHEME://][HOST/][NS/]MODEL[:TAG]; anything else is
+ * HUB_REF_PATH. MF_ERR_ARG names the bad part. */
 mf_status hub_ref_parse(const char *s, hub_ref *r);
-/* huggingface_hub's and llama.cpp's rule for a repository id: ORG/NAME of [A-Za-z0-9_.-], no
- * leading, trailing or doubled '.' or '-' in a part, at most 96 bytes a part. */
+/* huggingface_hub's rule for a repository id (validate_repo_id): ORG/NAME of [A-Za-z0-9_.-], each
+ * part starting and ending with a letter, digit or '_', no "--" or "..", at most 96 bytes a part,
+ * not ending in ".git". */
 bool hub_valid_repo_id(const char *s);
 
 /* A GGUF file of a listing (a repository's tree, or a snapshot on disk). */
@@ -169,6 +190,8 @@ typedef struct hub_file {
     char *oid;       /* its digest: sha256 (LFS) or git sha1; NULL on disk */
     uint64_t size;
     uint32_t part, n_parts; /* from -NNNNN-of-MMMMM.gguf; 1 and 1 for a single file */
+    bool known;      /* digest and size came with the listing (else a HEAD of the file tells them) */
+    bool dir;        /* a folder of the tree listing, not a file */
 } hub_file;
 /* The files of one model chosen by sel from files (all parts, in order). *idx: a new array of
  * indexes into files (caller frees), *n its length. MF_ERR_NOT_FOUND lists the choices; what names
@@ -182,8 +205,9 @@ bool hub_split_part(const char *path, uint32_t *part, uint32_t *n_parts, size_t 
 void hub_files_free(hub_file *f, size_t n);
 
 /* ---- hub_hf.c, hub_ollama.c ---- */
-/* One page of the tree API's answer appended to *files (each path and digest checked: a path that
- * would leave the snapshot folder is MF_ERR_FORMAT). */
+/* One page of the tree API's answer appended to *files, folders included (each path and digest
+ * checked: a path that would leave the snapshot folder, or a malformed digest, is MF_ERR_FORMAT; a
+ * file without digest or size is kept with known false). */
 mf_status hub_hf_parse_tree(const char *body, size_t len, const char *what, hub_file **files, size_t *n, size_t *cap);
 /* A layer of an Ollama manifest. */
 #define HUB_MAX_LAYERS 64

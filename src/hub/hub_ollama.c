@@ -50,7 +50,8 @@ mf_status hub_ollama_parse_manifest(const char *body, size_t len, const char *wh
     return s;
 }
 
-static char *blob_path(const mf_hub *h, const char *digest) { return hub_fmt("%s/blobs/sha256-%s", h->ollama_models, digest + 7); }
+static char *blob_in(const char *root, const char *digest) { return hub_fmt("%s/blobs/sha256-%s", root, digest + 7); }
+static char *blob_path(const mf_hub *h, const char *digest) { return blob_in(h->ollama_models, digest); }
 
 /* The name `list` shows: MODEL:TAG for the library of the default registry. */
 static void display_name(const char *host, const char *ns, const char *model, const char *tag, char *out, size_t size) {
@@ -60,19 +61,37 @@ static void display_name(const char *host, const char *ns, const char *model, co
 }
 
 /* The model of a manifest on disk: its layers, and the model blob's path when it is complete. */
-static mf_status read_local(mf_hub *h, const char *mpath, const char *what, layer *ls, int *n, int *model, char **blob) {
+static mf_status read_store(const char *root, const char *mpath, const char *what, layer *ls, int *n, int *model, char **blob) {
     uint8_t *data;
     size_t len;
     *blob = NULL;
-    if (mf_read_file(mpath, 1 << 20, &data, &len) != MF_OK) return mf_fail(MF_ERR_NOT_FOUND, "%s is not in %s", what, h->ollama_models);
+    if (mf_read_file(mpath, 1 << 20, &data, &len) != MF_OK) return mf_fail(MF_ERR_NOT_FOUND, "%s is not in %s", what, root);
     mf_status s = hub_ollama_parse_manifest((const char *)data, len, what, ls, n, model);
     free(data);
     if (s != MF_OK) return s;
-    char *p = blob_path(h, ls[*model].digest);
+    char *p = blob_in(root, ls[*model].digest);
     uint64_t have;
     if (p && hub_file_size(p, &have) && have == ls[*model].size) *blob = p;
     else free(p);
-    return *blob ? MF_OK : mf_fail(MF_ERR_NOT_FOUND, "%s: its model blob is missing from %s/blobs", what, h->ollama_models);
+    return *blob ? MF_OK : mf_fail(MF_ERR_NOT_FOUND, "%s: its model blob is missing from %s/blobs", what, root);
+}
+
+static mf_status read_local(mf_hub *h, const char *mpath, const char *what, layer *ls, int *n, int *model, char **blob) {
+    return read_store(h->ollama_models, mpath, what, ls, n, model, blob);
+}
+
+/* A model the system-wide Ollama service pulled (its store, read-only), used in place. */
+static mf_status read_system(mf_hub *h, const hub_ref *r, const char *what, char **blob) {
+    if (!h->ollama_system) return MF_ERR_NOT_FOUND;
+    char *mpath = hub_fmt("%s/manifests/%s/%s/%s/%s", h->ollama_system, r->host, r->ns, r->model, r->tag);
+    layer ls[MAX_LAYERS];
+    int n, model;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mf_last_error()); /* the first store's message stays the one shown */
+    mf_status s = mpath ? read_store(h->ollama_system, mpath, what, ls, &n, &model, blob) : MF_ERR_NOMEM;
+    free(mpath);
+    if (s == MF_ERR_NOT_FOUND) mf_fail(s, "%s", msg);
+    return s;
 }
 
 mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char **path) {
@@ -87,6 +106,7 @@ mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char *
     mf_status s;
     if (!(flags & MF_HUB_UPDATE) || h->offline) {
         s = read_local(h, mpath, what, ls, &n, &model, path);
+        if (s == MF_ERR_NOT_FOUND) s = read_system(h, r, what, path);
         if (s != MF_ERR_NOT_FOUND || h->offline || (flags & MF_HUB_NO_DOWNLOAD)) {
             free(mpath);
             if (s != MF_OK && h->offline) {
@@ -97,12 +117,13 @@ mf_status hub_ollama_resolve(mf_hub *h, const hub_ref *r, unsigned flags, char *
             return s;
         }
     }
-    char *base = h->ollama_registry ? mf_strdup(h->ollama_registry) : hub_fmt("https://%s", r->host);
+    char *base = h->ollama_registry ? mf_strdup(h->ollama_registry) : hub_fmt("%s://%s", r->scheme, r->host);
     char *url = base ? hub_fmt("%s/v2/%s/%s/manifests/%s", base, r->ns, r->model, r->tag) : NULL, *body = NULL;
     size_t len = 0;
     hub_headers hd;
     const hub_request rq = {.site = HUB_SITE_OLLAMA, .url = url, .what = what,
-                            .accept = "application/vnd.docker.distribution.manifest.v2+json"};
+                            .accept = "application/vnd.docker.distribution.manifest.v2+json, "
+                                      "application/vnd.oci.image.manifest.v1+json"};
     s = url ? hub_fetch(h, &rq, 1 << 20, &body, &len, &hd) : MF_ERR_NOMEM;
     if (s == MF_OK) s = hub_ollama_parse_manifest(body, len, what, ls, &n, &model);
     uint64_t missing = 0;

@@ -6,20 +6,30 @@
 #include <ctype.h>
 #include <stdlib.h>
 
+static bool word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
 static bool repo_part_ok(const char *s, size_t n) {
-    if (n == 0 || n > 96) return false;
+    if (n == 0 || n > 96 || !word_char(s[0]) || !word_char(s[n - 1])) return false;
     for (size_t i = 0; i < n; i++) {
         const char c = s[i];
-        if (!(isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.')) return false;
-        const bool punct = c == '-' || c == '.';
-        if (punct && (i == 0 || i == n - 1 || s[i - 1] == '-' || s[i - 1] == '.')) return false;
+        if (!(word_char(c) || c == '-' || c == '.')) return false;
+        if ((c == '-' || c == '.') && s[i + 1] == c) return false; /* "--" and ".." */
     }
-    return true;
+    return !(n >= 4 && !strncasecmp(s + n - 4, ".git", 4));
 }
 
 bool hub_valid_repo_id(const char *s) {
     const char *slash = strchr(s, '/');
     return slash && !strchr(slash + 1, '/') && repo_part_ok(s, (size_t)(slash - s)) && repo_part_ok(slash + 1, strlen(slash + 1));
+}
+
+/* A revision: a branch or tag name (may hold '/', as refs/pr/1), or a commit. It names a file
+ * under refs/ of the cache, so it must be a safe relative path too. */
+static bool rev_ok(const char *s) {
+    if (!hub_safe_relpath(s) || strlen(s) > 200) return false;
+    for (const char *c = s; *c; c++)
+        if (*c == ':' || *c == '@' || *c == ' ' || *c == '~' || *c == '^' || *c == '?' || *c == '*' || *c == '[') return false;
+    return true;
 }
 
 /* An Ollama name part: [A-Za-z0-9_][A-Za-z0-9_.-]*, at most max bytes (host parts may have ':'). */
@@ -45,10 +55,21 @@ mf_status hub_ref_parse(const char *s, hub_ref *r) {
     memset(r, 0, sizeof *r);
     if (!strncmp(s, "hf:", 3)) {
         r->kind = HUB_REF_HF;
-        const char *p = s + 3, *colon = strchr(p, ':');
-        const size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        const char *p = s + 3, *colon = strchr(p, ':'), *at = strchr(p, '@');
+        if (at && colon && at > colon) at = NULL; /* an '@' in the file name */
+        const size_t n = at ? (size_t)(at - p) : colon ? (size_t)(colon - p) : strlen(p);
         if (n >= sizeof r->repo) return mf_fail(MF_ERR_ARG, "'%s': the repository name is too long", s);
         memcpy(r->repo, p, n);
+        snprintf(r->rev, sizeof r->rev, "main");
+        if (at) {
+            const size_t k = colon ? (size_t)(colon - at - 1) : strlen(at + 1);
+            if (k == 0 || k >= sizeof r->rev) return mf_fail(MF_ERR_ARG, "'%s': after '@' comes a revision (a branch, tag or commit)", s);
+            memcpy(r->rev, at + 1, k);
+            r->rev[k] = 0;
+            r->rev_given = true;
+            if (!rev_ok(r->rev))
+                return mf_fail(MF_ERR_ARG, "'%s': '%s' is not a revision (a branch, tag or commit: no '..', ':', spaces)", s, r->rev);
+        }
         if (!hub_valid_repo_id(r->repo))
             return mf_fail(MF_ERR_ARG, "'%s': '%s' is not a Hugging Face repository id (ORG/NAME: letters, digits, '_', '-', '.')", s,
                            r->repo);
@@ -62,8 +83,15 @@ mf_status hub_ref_parse(const char *s, hub_ref *r) {
     if (!strncmp(s, "ollama:", 7)) {
         r->kind = HUB_REF_OLLAMA;
         char buf[800];
-        if (strlen(s + 7) >= sizeof buf) return mf_fail(MF_ERR_ARG, "'%s': too long for an Ollama name", s);
-        snprintf(buf, sizeof buf, "%s", s + 7);
+        const char *name = s + 7;
+        snprintf(r->scheme, sizeof r->scheme, "https");
+        if (!strncmp(name, "http://", 7) || !strncmp(name, "https://", 8)) { /* as `ollama pull http://HOST/NS/MODEL` */
+            snprintf(r->scheme, sizeof r->scheme, "%s", name[4] == 's' ? "https" : "http");
+            name = strstr(name, "://") + 3;
+            if (!strchr(name, '/')) return mf_fail(MF_ERR_ARG, "'%s': after %s:// come HOST/[NAMESPACE/]MODEL", s, r->scheme);
+        }
+        if (strlen(name) >= sizeof buf) return mf_fail(MF_ERR_ARG, "'%s': too long for an Ollama name", s);
+        snprintf(buf, sizeof buf, "%s", name);
         char *parts[4];
         int np = 0;
         for (char *p = buf, *e; np < 4; p = e + 1) {
@@ -73,8 +101,9 @@ mf_status hub_ref_parse(const char *s, hub_ref *r) {
         }
         char *last = parts[np - 1], *tag = strrchr(last, ':');
         if (tag) *tag++ = 0;
-        const bool fits = copy_part(r->host, sizeof r->host, np == 3 ? parts[0] : "registry.ollama.ai") &&
-                          copy_part(r->ns, sizeof r->ns, np >= 2 ? parts[np - 2] : "library") &&
+        const bool host_first = np == 3 || (np == 2 && name != s + 7); /* after a scheme, a host comes first */
+        const bool fits = copy_part(r->host, sizeof r->host, host_first ? parts[0] : "registry.ollama.ai") &&
+                          copy_part(r->ns, sizeof r->ns, np == 3 || (np == 2 && !host_first) ? parts[np - 2] : "library") &&
                           copy_part(r->model, sizeof r->model, last) && copy_part(r->tag, sizeof r->tag, tag ? tag : "latest");
         if (!fits || np > 3 || strchr(last, '/') || !ollama_part_ok(r->host, 253, true) || !ollama_part_ok(r->ns, 80, false) ||
             !ollama_part_ok(r->model, 80, false) || !ollama_part_ok(r->tag, 128, false))
@@ -208,7 +237,7 @@ mf_status hub_select(const hub_file *files, size_t n_files, const char *sel, con
     for (size_t i = 0; i < n_files; i++) {
         const char *p = files[i].path;
         const size_t len = strlen(p);
-        if (len < 5 || strcasecmp(p + len - 5, ".gguf")) continue;
+        if (files[i].dir || len < 5 || strcasecmp(p + len - 5, ".gguf")) continue;
         size_t g = 0;
         while (g < n_g && !same_group(files, &gs[g], i)) g++;
         if (g == n_g) {
@@ -225,7 +254,7 @@ mf_status hub_select(const hub_file *files, size_t n_files, const char *sel, con
     if (sel && *sel) {
         for (size_t i = 0; i < n_files && chosen == SIZE_MAX; i++) /* a file of the repository, by path */
             for (size_t g = 0; g < n_g; g++)
-                if (!strcmp(files[i].path, sel) && same_group(files, &gs[g], i)) chosen = g;
+                if (!files[i].dir && !strcmp(files[i].path, sel) && same_group(files, &gs[g], i)) chosen = g;
         size_t hits = 0, k;
         uint32_t sp, sn;
         hub_split_part(sel, &sp, &sn, &k); /* a file name stands for its model: no .gguf, no split suffix */
@@ -266,7 +295,7 @@ mf_status hub_select(const hub_file *files, size_t n_files, const char *sel, con
     }
     for (size_t i = 0; i < g->n_parts; i++) (*idx)[i] = SIZE_MAX;
     for (size_t i = 0; i < n_files; i++) {
-        if (!same_group(files, g, i)) continue;
+        if (files[i].dir || !same_group(files, g, i)) continue;
         uint32_t part, np;
         hub_split_part(files[i].path, &part, &np, NULL);
         (*idx)[part - 1] = i;

@@ -52,7 +52,7 @@ def env(mock, tmp_path):
     mock.served.clear()
     e = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith(("HF_", "OLLAMA"))}
     e.update(HOME=str(tmp_path / "home"), HF_ENDPOINT=mock.url, MINFER_OLLAMA_REGISTRY=mock.url, MINFER_HUB_RETRY_S="0.05",
-             XDG_CACHE_HOME=str(tmp_path / "home/.cache"))
+             XDG_CACHE_HOME=str(tmp_path / "home/.cache"), MINFER_OLLAMA_SYSTEM_MODELS=str(tmp_path / "system-ollama"))
     os.makedirs(e["HOME"])
     return e
 
@@ -350,6 +350,26 @@ def test_ollama_models_used_in_place(mock, env, tmp_path):
     assert mock.log == []
 
 
+def test_ollama_service_store_used_in_place(mock, env, tmp_path):
+    """What the Linux service of Ollama pulled (/usr/share/ollama/.ollama/models; here a stand-in)
+    is found after ~/.ollama/models, in place, when OLLAMA_MODELS is unset."""
+    store = tmp_path / "system-ollama"
+    d = sha256_file(Q4)
+    (store / "blobs").mkdir(parents=True)
+    os.symlink(Q4, store / "blobs" / ("sha256-" + d))
+    man = store / "manifests/registry.ollama.ai/library/sysmodel/latest"
+    man.parent.mkdir(parents=True)
+    man.write_text(json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "0" * 64, "size": 2},
+                               "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + d,
+                                           "size": os.path.getsize(Q4)}]}))
+    env["MINFER_OLLAMA_REGISTRY"] = "http://127.0.0.1:9"  # nothing listens
+    r = minfer(env, "info", "ollama:sysmodel", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == str(store / "blobs" / ("sha256-" + d)), r.stderr
+    env["OLLAMA_MODELS"] = str(tmp_path / "mine")  # a store named outright is the only one
+    r = minfer(env, "info", "ollama:sysmodel")
+    assert r.returncode == 1 and "cannot reach" in r.stderr, r.stderr
+
+
 # ---- list, names, rm ----
 
 def test_list_names_and_rm(mock, env):
@@ -469,3 +489,231 @@ def test_huggingface_hub_shares_the_cache(mock, env):
                        env=dict(e, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == ours
+
+
+# ---- a second, independently written server (hub_mock_alt.py): what other correct servers do ----
+
+from hub_mock_alt import TOKEN as ALT_TOKEN, AltMock, _git_sha1  # noqa: E402
+
+
+def _read(p):
+    return open(p, "rb").read()
+
+
+@pytest.fixture(scope="module")
+def alt():
+    m = AltMock()
+    q8, q4 = _read(Q8), _read(Q4)
+    m.commits = {
+        "mixed": m.repo("alt/mixed", {"main": {"Model-Q8_0.gguf": (q8, True), "plain.Q4_0.gguf": (q4, False),
+                                               "README.md": (b"# alt\n", False)}}),
+        "revs": m.repo("alt/revs", {"main": {"m-Q8_0.gguf": (q8, True)}, "v2": {"m-Q4_0.gguf": (q4, True)}}),
+        "split": m.repo("alt/split.dots_repo", {"main": {"sub/dir/Model_q4_k_m-%05d-of-00003.gguf" % i: (_read(SPLIT[i - 1]), True)
+                                                         for i in (1, 2, 3)}}),
+        "private": m.repo("alt/private", {"main": {"m-Q8_0.gguf": (q8, True)}}, private=True),
+        "renamed": m.repo("new/name", {"main": {"m-Q4_0.gguf": (q4, True)}}),
+    }
+    m.ollama("user/model", "tag1", q4, extra=[("template", b"{{ .Prompt }}"), ("params", b'{"stop":["x"]}')])
+    m.ollama("library/mini", "latest", q8, oci=False)
+    m.start()
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def aenv(alt, env):
+    alt.reset()
+    env.update(HF_ENDPOINT=alt.url, MINFER_OLLAMA_REGISTRY=alt.url)
+    return env
+
+
+def _check_hf_file(env, path, data, lfs, commit):
+    repo = os.path.dirname(os.path.dirname(path))
+    while os.path.basename(repo) != "snapshots":
+        repo = os.path.dirname(repo)
+    repo = os.path.dirname(repo)
+    blob = hashlib.sha256(data).hexdigest() if lfs else _git_sha1(data)
+    assert os.path.basename(os.readlink(path)) == blob  # LFS files by SHA-256, plain ones by git SHA-1, as huggingface_hub
+    assert _read(path) == data
+    assert open(os.path.join(repo, "refs/main")).read() == commit
+
+
+ALT_VARIANTS = {
+    "302-absolute": {},
+    "307-chunked": {"redirect": 307, "chunked": True},
+    "no-ranges-relative-storage": {"ignore_range": True, "relative_storage": True},
+    "no-refs-one-folder-pages": {"routes": {"revision", "tree"}, "tree_recursive": False, "page_size": 1},
+    "siblings-only": {"routes": {"revision", "model"}},
+    "bare-siblings": {"routes": {"revision"}, "sibling_blobs": False},
+    "tree-without-oids": {"tree_oids": False},
+    "model-info-only": {"routes": {"model"}},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ALT_VARIANTS))
+def test_alt_servers(alt, aenv, variant):
+    alt.opts.update(ALT_VARIANTS[variant])
+    aenv["HF_TOKEN"] = ALT_TOKEN
+    commit = alt.commits["mixed"]["main"]
+    _check_hf_file(aenv, pull(aenv, "hf:alt/mixed:q8_0"), _read(Q8), True, commit)
+    _check_hf_file(aenv, pull(aenv, "hf:alt/mixed:plain.Q4_0.gguf", "-c", "2"), _read(Q4), False, commit)
+    assert not [l for l in alt.log if l[0] == "127.0.0.2" and l[4]], "the token went to the storage host"
+    assert all(l[4] == "Bearer " + ALT_TOKEN for l in alt.log if l[0] == "127.0.0.1")
+
+
+def test_alt_resolve_only(alt, aenv):
+    """A server with only /resolve (all hf_hub_download needs): a file by name works, split parts too."""
+    alt.opts.update(routes=set())
+    commit = alt.commits["mixed"]["main"]
+    _check_hf_file(aenv, pull(aenv, "hf:alt/mixed:Model-Q8_0.gguf"), _read(Q8), True, commit)
+    p = pull(aenv, "hf:alt/split.dots_repo:sub/dir/Model_q4_k_m-00001-of-00003.gguf")
+    assert [_read(p.replace("00001-of", "%05d-of" % i)) for i in (1, 2, 3)] == [_read(s) for s in SPLIT]
+    r = minfer(aenv, "pull", "hf:alt/mixed:Q8_0")
+    assert r.returncode == 1 and "name the file" in r.stderr, r.stderr
+
+
+def test_alt_split_in_folders(alt, aenv):
+    alt.opts.update(tree_recursive=False, page_size=2)
+    p = pull(aenv, "hf:alt/split.dots_repo:Q4_K_M")
+    assert p.endswith("sub/dir/Model_q4_k_m-00001-of-00003.gguf")
+    assert os.readlink(p).startswith("../../../../blobs/")
+    assert [_read(p.replace("00001-of", "%05d-of" % i)) for i in (1, 2, 3)] == [_read(s) for s in SPLIT]
+
+
+def test_alt_revisions(alt, aenv):
+    c = alt.commits["revs"]
+    p2 = pull(aenv, "hf:alt/revs@v2")  # the branch's one model
+    assert "/snapshots/%s/" % c["v2"] in p2 and _read(p2) == _read(Q4)
+    repo = os.path.join(hf_cache(aenv), "models--alt--revs")
+    assert open(os.path.join(repo, "refs/v2")).read() == c["v2"]
+    pm = pull(aenv, "hf:alt/revs")
+    assert "/snapshots/%s/" % c["main"] in pm and _read(pm) == _read(Q8)
+    alt.log.clear()
+    aenv["HF_HUB_OFFLINE"] = "1"
+    for ref, want in (("hf:alt/revs@v2", p2), ("hf:alt/revs@" + c["main"], pm), ("hf:alt/revs@main:Q8_0", pm)):
+        r = minfer(aenv, "info", ref, "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["path"] == want, (ref, r.stderr)
+    r = minfer(aenv, "info", "hf:alt/revs@v2:Q8_0")  # not in that revision
+    assert r.returncode == 1
+    assert alt.log == []
+    del aenv["HF_HUB_OFFLINE"]
+    r = minfer(aenv, "pull", "hf:alt/revs@nosuch")
+    assert r.returncode == 1 and "no such revision" in r.stderr, r.stderr
+    assert _read(pull(aenv, "hf:alt/revs@%s:Q4_0" % c["v2"])) == _read(Q4)  # a commit: no API call for it
+    assert not [l for l in alt.log if "/revision/" + c["v2"] in l[2]]
+    assert minfer(aenv, "rm", "hf:alt/revs@v2").returncode == 0
+    assert minfer(aenv, "rm", "hf:alt/revs:Q8_0").returncode == 0
+    assert not os.path.exists(repo)  # refs/main and refs/v2 went with the last model
+
+
+def test_alt_renamed_repo(alt, aenv):
+    alt.opts["renamed"] = {"old/name": "new/name"}  # every URL of the old name: 307 to the new one, relative
+    aenv["HF_TOKEN"] = ALT_TOKEN
+    p = pull(aenv, "hf:old/name:Q4_0")
+    assert "models--old--name" in p and _read(p) == _read(Q4)
+    assert any(l[2].startswith("/new/name/resolve/") for l in alt.log)
+
+
+def test_alt_private_and_tokens(alt, aenv):
+    r = minfer(aenv, "pull", "hf:alt/private")
+    assert r.returncode == 1 and "401" in r.stderr and "no such repository, or a private one" in r.stderr, r.stderr
+    aenv["HUGGING_FACE_HUB_TOKEN"] = ALT_TOKEN  # the older variable huggingface_hub still reads
+    assert _read(pull(aenv, "hf:alt/private")) == _read(Q8)
+    assert not [l for l in alt.log if l[0] == "127.0.0.2" and l[4]]
+
+
+def test_alt_ollama(alt, aenv):
+    alt.opts["chunked"] = True
+    p = pull(aenv, "ollama:user/model:tag1")  # an OCI manifest (sent only when asked for), blobs by 302
+    store = os.path.join(aenv["HOME"], ".ollama/models")
+    man = os.path.join(store, "manifests/registry.ollama.ai/user/model/tag1")
+    assert _read(man) == alt.registry["user/model:tag1"][0]
+    assert p == os.path.join(store, "blobs", "sha256-" + hashlib.sha256(_read(Q4)).hexdigest()) and _read(p) == _read(Q4)
+    for layer in json.loads(_read(man))["layers"] + [json.loads(_read(man))["config"]]:
+        assert os.path.exists(os.path.join(store, "blobs", layer["digest"].replace(":", "-")))
+    lst = json.loads(minfer(aenv, "list", "--json").stdout)
+    assert [m["name"] for m in lst] == ["user/model:tag1"]
+    # a registry named in the reference itself (no MINFER_OLLAMA_REGISTRY): scheme, host and port
+    del aenv["MINFER_OLLAMA_REGISTRY"]
+    host = alt.url[len("http://"):]
+    p = pull(aenv, "ollama:http://%s/mini" % host)
+    assert _read(p) == _read(Q8)
+    assert os.path.exists(os.path.join(store, "manifests", host, "library/mini/latest"))
+
+
+def test_alt_ollama_token_flow(alt, aenv):
+    alt.opts["ollama_auth"] = True
+    p = pull(aenv, "ollama:user/model:tag1")
+    assert _read(p) == _read(Q4)
+    assert any(l[2].startswith("/token?") for l in alt.log)
+    assert not [l for l in alt.log if l[0] == "127.0.0.2" and l[4]], "the registry's token went to the storage host"
+    assert not [l for l in alt.log if l[2].startswith("/token") and l[4]]
+
+
+def test_alt_storage_shorter_than_listed(alt, aenv):
+    alt.opts["short"] = 2_500_000  # 3.6 MB listed, 1.1 MB there
+    r = minfer(aenv, "pull", "hf:alt/mixed:Q8_0")
+    assert r.returncode == 1 and "the server sent the range" in r.stderr, r.stderr
+    assert not glob.glob(hf_cache(aenv) + "/models--alt--mixed/blobs/" + "?" * 64)
+    assert not glob.glob(hf_cache(aenv) + "/models--alt--mixed/snapshots/*/*")
+
+
+def test_alt_complete_partial_is_not_asked_again(alt, aenv):
+    """A run killed after the last byte but before the rename: the next one asks for nothing (so a
+    server's 416 for a range past the end never comes), verifies, and renames."""
+    data = _read(Q8)
+    d = hashlib.sha256(data).hexdigest()
+    blob = os.path.join(hf_cache(aenv), "models--alt--mixed/blobs", d)
+    os.makedirs(os.path.dirname(blob))
+    open(blob + ".minfer-part", "wb").write(data)
+    open(blob + ".minfer-state", "w").write("minfer-partial 1\nsize %d\ndigest %s\nchunk %d\ndone %d\n" % (
+        len(data), d, len(data), len(data)))
+    p = pull(aenv, "hf:alt/mixed:Q8_0")
+    assert _read(p) == data and not os.path.exists(blob + ".minfer-part") and not os.path.exists(blob + ".minfer-state")
+    assert not [l for l in alt.log if l[0] == "127.0.0.2" or "/resolve/" in l[2]]
+
+
+HFH_ALT = """
+from huggingface_hub import hf_hub_download, snapshot_download
+print(hf_hub_download("alt/mixed", "plain.Q4_0.gguf"))
+print(snapshot_download("alt/revs", revision="v2"))
+"""
+
+
+def test_alt_is_what_huggingface_hub_expects(alt, aenv):
+    """huggingface_hub itself downloads from the alt server (so it speaks the protocol), and minfer
+    finds those downloads offline, a revision's through refs/REV."""
+    pytest.importorskip("huggingface_hub")
+    alt.opts.update(chunked=True, redirect=307, tree_recursive=False, page_size=1)
+    e = dict(aenv, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1")
+    r = subprocess.run([sys.executable, "-c", HFH_ALT], env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    plain, snap = r.stdout.strip().splitlines()[-2:]
+    alt.log.clear()
+    aenv["HF_HUB_OFFLINE"] = "1"
+    r = minfer(aenv, "info", "hf:alt/mixed:plain.Q4_0.gguf", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == plain, r.stderr
+    r = minfer(aenv, "info", "hf:alt/revs@v2", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["path"] == os.path.join(snap, "m-Q4_0.gguf"), r.stderr
+    assert alt.log == []
+
+
+def test_alt_killed_pulls_resume(alt, aenv):
+    """Killed at random moments while chunked answers come through 307 redirects: the next run
+    resumes and the file is whole."""
+    seed = int(os.environ.get("MINFER_TEST_SEED", time.time()))
+    rnd = random.Random(seed)
+    alt.opts.update(chunked=True, redirect=307, rate=3_000_000)
+    errs = []
+    for _ in range(4):
+        p = subprocess.Popen([BIN, "pull", "hf:alt/mixed:Q8_0", "-c", "2"], env=aenv, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(rnd.uniform(0.1, 0.5))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        errs.append(p.communicate()[1])
+    alt.opts["rate"] = 0
+    r = minfer(aenv, "pull", "hf:alt/mixed:Q8_0")
+    assert r.returncode == 0, r.stderr
+    assert any("resuming a partial download" in e for e in errs + [r.stderr]), (seed, errs, r.stderr)
+    assert _read(r.stdout.strip()) == _read(Q8), "seed %d" % seed
