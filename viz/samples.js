@@ -1,0 +1,1 @@
+window.MINFER_SAMPLES = [];
