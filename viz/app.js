@@ -47,6 +47,7 @@ function renderSoon() { if (!renderQueued) { renderQueued = true; requestAnimati
 
 function setGraph(stage, g, layout) {
   S.graphs[stage] = MG.analyze(g);
+  delete S.layouts[g.kind];
   if (layout) S.layouts[g.kind] = layout;
   else if (S.server && S.info && S.info.layout) fetchLayout(stage, g);
 }
@@ -113,9 +114,19 @@ function loadObject(o, name) {
   else throw new Error(`${name}: neither a graph export, a trace nor a sample`);
 }
 
+// Graphs first, then traces (whose node ids refer to the graph): a new graph drops older statistics.
 async function openFiles(files) {
+  const objs = [];
   for (const f of files) {
-    try { loadObject(JSON.parse(await f.text()), f.name); status(`opened ${f.name}`); } catch (e) { status(`${f.name}: ${e.message}`); }
+    try { objs.push([JSON.parse(await f.text()), f.name]); } catch (e) { status(`${f.name}: ${e.message}`); }
+  }
+  objs.sort((a, b) => (a[0].format === 'minfer-trace') - (b[0].format === 'minfer-trace'));
+  for (const [o, name] of objs) {
+    try {
+      if (o.format === 'minfer-graph') { S.passes = []; S.generated = []; S.promptTokens = []; }
+      loadObject(o, name);
+      status(`opened ${name}`);
+    } catch (e) { status(`${name}: ${e.message}`); }
   }
   render();
 }

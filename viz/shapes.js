@@ -18,7 +18,7 @@ function shapeStages(A) {
   const d = A.dims, out = [];
   const add = (L, stage, formula, dimsOf) => {
     const nodes = L < 0 ? A.top[stage] || [] : MG.stageNodes(A, L, stage);
-    const rep = nodes[nodes.length - 1];
+    const rep = stage === 'input' ? A.byId.get(A.g.inputs.tokens) : nodes[nodes.length - 1];
     if (!rep) return;
     const r = rowsAt(A, L, rep);
     const shape = dimsOf(r), names = formula.map((f) => f.replace('ROWS', r === d.nt ? 'nt' : 'n_out'));

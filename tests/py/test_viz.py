@@ -1,0 +1,212 @@
+"""`minfer viz` in a real headless Chromium (selenium + chromedriver), one browser session for all
+checks: the page loads without console errors, the Operators view draws one box per exported node,
+the Pipeline view's stages and drill-down (layers, a layer's six stages, a stage's operators, Back),
+a live run streams its events and ends showing the sampled tokens (the same ones the SSE stream
+gives a plain HTTP client), the Shape flow page's computed shapes equal the exported ones (prefill
+and decode, three architectures), and the offline page (file://, no server) opens a canned sample
+and a graph file. Screenshots go to build/viz-screenshots/."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from serve_util import BIN, MODELS, SLOW
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+
+SRC = os.environ.get("MINFER_SOURCE", os.path.join(os.path.dirname(__file__), "../.."))
+SHOTS = os.path.join(os.path.dirname(os.path.abspath(BIN)), "viz-screenshots")
+MODEL = os.path.join(MODELS, "mini-qwen2.Q8_0.gguf")
+PROMPT = "The capital of France is"
+
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def viz():
+    p = subprocess.Popen([BIN, "viz", MODEL, "--port", "0", "-t", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    line = p.stdout.readline()
+    m = re.search(r"listening on (http://\S+)", line)
+    if not m:
+        p.kill()
+        raise RuntimeError("minfer viz did not start: " + line + p.stderr.read())
+    yield m.group(1)
+    p.terminate()
+    assert p.wait(timeout=30 * SLOW) == 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chrome = find_chromium()
+    if not chrome or not shutil.which("chromedriver"):
+        pytest.skip("no chromium/chromedriver (scripts/deps.sh installs them)")
+    o = webdriver.ChromeOptions()
+    o.binary_location = chrome
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900",
+              "--allow-file-access-from-files"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=o)
+    os.makedirs(SHOTS, exist_ok=True)
+    yield d
+    d.quit()
+
+
+def errors(d):
+    return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def wait(d, js, timeout=60):
+    end = time.time() + timeout * SLOW
+    while time.time() < end:
+        v = d.execute_script("return " + js)
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for: " + js)
+
+
+def click(d, css):
+    d.find_element(By.CSS_SELECTOR, css).click()
+
+
+def shot(d, name):
+    d.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def sse(url):
+    with urllib.request.urlopen(url, timeout=120) as r:
+        return [json.loads(line[6:]) for line in r.read().decode().splitlines() if line.startswith("data: ")]
+
+
+def test_page_views_and_live_run(viz, browser):
+    d = browser
+    d.get(viz + "/")
+    graph = get_json(viz + "/api/graph?stage=prefill&n=8")
+    n_layer = get_json(viz + "/api/info")["n_layer"]
+    # Operators: one box per exported node, laid out by Graphviz
+    wait(d, "document.querySelector('#ops-svg') && document.querySelector('#ops-svg').dataset.nodes")
+    wait(d, "document.querySelector('.crumbs') && /graphviz/.test(document.querySelector('.crumbs').textContent)")
+    assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == len(graph["nodes"])
+    assert len(d.find_elements(By.CSS_SELECTOR, ".op-node")) == len(graph["nodes"])
+    d.find_elements(By.CSS_SELECTOR, ".op-node")[7].click()
+    assert graph["nodes"][7]["name"] in d.find_element(By.ID, "panel").text
+    shot(d, "operators")
+
+    # Pipeline: Input, Embedding, layers xN, Final RMSNorm, Logits, Sampler; drill down and back
+    click(d, '[data-view="pipeline"]')
+    stages = [e.get_attribute("data-stage") for e in d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")]
+    assert stages == ["input", "embedding", "layers", "final_norm", "logits", "sampler"]
+    assert f"\u00d7 {n_layer}" in d.find_element(By.CSS_SELECTOR, '[data-stage="layers"]').text
+    shot(d, "pipeline")
+    click(d, '[data-stage="layers"]')
+    assert len(d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")) == n_layer
+    click(d, '[data-stage="layer-0"]')
+    labels = [e.text.split("\n")[0] for e in d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")]
+    assert labels == ["RMSNorm", "Attention", "+Residual", "RMSNorm", "FFN", "+Residual"]
+    click(d, '[data-stage="attention"]')
+    attn = [e.get_attribute("data-node") for e in d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")]
+    names = {str(n["id"]): n["name"] for n in graph["nodes"]}
+    assert attn and all(names[i].endswith("-0") or "-0 " in names[i] for i in attn)
+    assert any(names[i] == "attn-0" for i in attn)
+    click(d, "#back-btn")
+    assert len(d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")) == 6
+    click(d, "#back-btn")
+    click(d, "#back-btn")
+    assert len(d.find_elements(By.CSS_SELECTOR, "#pipeline .stage")) == 6
+
+    # a live run: the page shows the tokens the stream gives any client (greedy: deterministic)
+    n = 3
+    ref = [e for e in sse(f"{viz}/api/run?prompt={urllib.parse.quote(PROMPT)}&n={n}") if e["type"] == "token"]
+    assert len(ref) == n
+    d.find_element(By.ID, "prompt").clear()
+    d.find_element(By.ID, "prompt").send_keys(PROMPT)
+    d.find_element(By.ID, "n-predict").clear()
+    d.find_element(By.ID, "n-predict").send_keys(str(n))
+    click(d, "#run-btn")
+    wait(d, "document.getElementById('sampled').dataset.done")
+    assert d.find_element(By.ID, "sampled").text == "sampled: " + "".join(t["text"] for t in ref)
+    assert d.execute_script("return document.getElementById('sampled').dataset.lastToken") == str(ref[-1]["id"])
+    passes = d.execute_script("return S.passes.map(p => [p.kind, p.nodes.size, p.top5.length])")
+    executed = [x for x in graph["nodes"] if x["op"] not in ("input", "view")]
+    assert [p[0] for p in passes] == ["prefill"] + ["decode"] * (n - 1)
+    assert passes[0][1] == len(executed) - sum(x["op"] == "kv_store" for x in executed) and all(p[2] == 5 for p in passes)
+    # node statistics arrived with times, bytes and heatmaps
+    st = d.execute_script("const p = S.passes[0]; return [...p.nodes.values()].find(s => s.macs > 0)")
+    assert st["t"] > 0 and st["bytes"] > 0 and st["heat"]["r"] >= 1 and st["nan"] == 0
+    shot(d, "pipeline-after-run")
+    click(d, '[data-view="operators"]')
+    d.find_elements(By.CSS_SELECTOR, ".op-node")[-1].click()
+    assert "logits top-5" in d.find_element(By.ID, "panel").text
+    assert "GB/s" in d.find_element(By.ID, "panel").text
+    shot(d, "operators-after-run")
+
+    # Shape flow: computed shapes equal the export, for prefill and decode graphs; Run plays to the end
+    for stage in ("prefill", "decode"):
+        d.execute_script(f"S.stage = '{stage}'; S.view = 'shapes'; render()")
+        ok = d.find_element(By.ID, "shape-check")
+        assert ok.get_attribute("data-ok") == "true", ok.text
+        assert re.search(r"shape check: (\d+)/\1 ", ok.text)
+    d.execute_script("S.stage = 'prefill'; S.sfDelay = 5; render()")
+    click(d, "#sf-run")
+    wait(d, "document.getElementById('sf-header').dataset.done")
+    strip = d.find_element(By.ID, "sf-strip").text
+    assert strip.endswith(ref[-1]["text"].strip()) or ref[-1]["text"].strip() == ""
+    assert "KV cache" in d.find_element(By.ID, "sf-kv").text
+    shot(d, "shape-flow")
+    # the Chrome trace export has an event per node event and one per pass
+    d.execute_script("exportChromeTrace()")
+    assert d.execute_script("return S.lastChromeTrace") == sum(p[1] for p in passes) + len(passes)
+    assert errors(d) == []
+
+
+def test_offline_samples_and_files(browser, tmp_path):
+    d = browser
+    # graph exports of the other architectures (Qwen3: QK-norm; llama) for the shape check
+    files = []
+    for f in ("mini-qwen3.Q4_K.gguf", "mini-llama.Q4_0.gguf"):
+        out = tmp_path / (f + ".json")
+        r = subprocess.run([BIN, "run", os.path.join(MODELS, f), PROMPT, "-n", "1", "--dump-graph-json", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        files.append(str(out))
+    d.get("file://" + os.path.abspath(os.path.join(SRC, "viz/index.html")))
+    assert d.find_element(By.ID, "run-btn").get_attribute("disabled")
+    options = d.find_elements(By.CSS_SELECTOR, "#sample-select option")
+    assert len(options) >= 2
+    d.execute_script("const s = document.getElementById('sample-select'); s.value = '0'; s.dispatchEvent(new Event('change'))")
+    samples = d.execute_script("return window.MINFER_SAMPLES.map(s => s.graph.nodes.length)")
+    assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == samples[0]
+    assert "graphviz" in d.find_element(By.CSS_SELECTOR, ".crumbs").text
+    assert d.execute_script("return S.passes.length") >= 2
+    shot(d, "offline-sample")
+    for path in files:
+        d.find_element(By.ID, "file-input").send_keys(path)
+        wait(d, f"/{os.path.basename(path)}/.test(document.getElementById('run-status').textContent)")
+        n_nodes = len(json.load(open(path))["nodes"])
+        assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == n_nodes
+        d.execute_script("S.view = 'shapes'; render()")
+        ok = d.find_element(By.ID, "shape-check")
+        assert ok.get_attribute("data-ok") == "true", (path, ok.text)
+        d.execute_script("S.view = 'operators'; render()")
+    shot(d, "offline-file")
+    assert errors(d) == []
