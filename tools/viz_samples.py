@@ -22,6 +22,32 @@ def get(url):
         return r.read().decode()
 
 
+def layers(g):
+    return sorted({int(m.group(1)) for n in g["nodes"] if (m := re.search(r"-(\d+)(?: \(.*\))?$", n["name"]))})
+
+
+def graph_key(g):
+    """The page's layout cache key (app.js S.layout) for the graph with every layer open."""
+    nt = next(n for n in g["nodes"] if n["id"] == g["inputs"]["tokens"])["shape"][0]
+    return f"{g['kind']}|{nt}|" + ",".join(map(str, layers(g)))
+
+
+def layout(url, g):
+    """Graphviz's layout of the whole graph, from the DOT the page would send (graph.js MG.toDot)."""
+    lines = ["digraph minfer {", "  rankdir=TB; nodesep=0.25; ranksep=0.35;", '  node [shape=box, fixedsize=true, label=""];']
+    lines += [f"  n{n['id']} [width={150 / 72:.3f}, height={44 / 72:.3f}];" for n in g["nodes"]]
+    ids, seen = {n["id"] for n in g["nodes"]}, set()
+    for n in g["nodes"]:
+        for s in n["src"]:
+            if s in ids and (s, n["id"]) not in seen and s != n["id"]:
+                seen.add((s, n["id"]))
+                lines.append(f"  n{s} -> n{n['id']};")
+    req = urllib.request.Request(f"{url}/api/layout", data=("\n".join(lines) + "\n}\n").encode(),
+                                 headers={"Content-Type": "text/vnd.graphviz"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
 def sample(bin_, model, name):
     p = subprocess.Popen([bin_, "viz", model, "--port", "0", "-t", "1"], stdout=subprocess.PIPE, text=True)
     try:
@@ -42,11 +68,10 @@ def sample(bin_, model, name):
                 runs[-1]["logits_top5"] = e["top5"]
             elif e["type"] == "token":
                 generated.append({"id": e["id"], "text": e["text"]})
-        n_pre = graphs["prefill"]["n_tokens"]
         return {"format": "minfer-viz-sample", "name": name, "prompt": PROMPT, "tokens": tokens, "generated": generated,
                 "graph": graphs["prefill"]["graph"], "decode_graph": graphs["decode"]["graph"],
-                "layout": json.loads(get(f"{url}/api/layout?stage=prefill&n={max(n_pre, 2)}")),
-                "decode_layout": json.loads(get(f"{url}/api/layout?stage=decode")),
+                "layouts": {key: layout(url, g) for key, g in
+                            ((graph_key(graphs[s]["graph"]), graphs[s]["graph"]) for s in ("prefill", "decode"))},
                 "trace": {"format": "minfer-trace", "version": 1, "runs": runs}}
     finally:
         p.terminate()

@@ -13,7 +13,21 @@ const S = {
   server: location.protocol.startsWith('http'), info: null,
   sf: null, sfTimer: null, sfDelay: 120,
   graph() { return this.graphs[this.stage] || this.graphs.prefill || this.graphs.decode || null; },
-  layout() { const g = this.graph(); return g ? this.layouts[g.g.kind] || null : null; },
+  open: {},                 // graph key -> Set of open layers (the others are drawn collapsed)
+  // The open layers of the shown graph: all of a small model's, none of a large one's at first.
+  openLayers() {
+    const A = this.graph(), key = MG.graphKey(A);
+    if (!this.open[key]) this.open[key] = new Set(A.layers.length <= 4 ? A.layers.map((_, L) => L) : []);
+    return this.open[key];
+  },
+  // The Graphviz layout of a view graph: cached, else asked of the server (null meanwhile).
+  layout(vg) {
+    const key = MG.graphKey(this.graph()) + '|' + [...this.openLayers()].sort((a, b) => a - b).join(',');
+    if (this.layouts[key]) return this.layouts[key];
+    if (this.server && this.info && this.info.layout && !this.pending.has(key)) fetchLayout(key, MG.toDot(vg));
+    return null;
+  },
+  pending: new Set(),
   // The latest pass of the shown graph's kind (what the node colours and panels show).
   shownPass() {
     const g = this.graph();
@@ -45,20 +59,18 @@ function render() {
 // Live events arrive by the hundred: draw at most once per frame.
 function renderSoon() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(() => { renderQueued = false; if (S.view !== 'shapes') render(); }); } }
 
-function setGraph(stage, g, layout) {
+function setGraph(stage, g, layouts) {
   S.graphs[stage] = MG.analyze(g);
-  delete S.layouts[g.kind];
-  if (layout) S.layouts[g.kind] = layout;
-  else if (S.server && S.info && S.info.layout) fetchLayout(stage, g);
+  if (layouts) Object.assign(S.layouts, layouts);
 }
 
-async function fetchLayout(stage, g) {
-  const tokens = g.nodes.find((x) => x.id === g.inputs.tokens);
-  const q = g.kind === 'decode' ? 'stage=decode' : `stage=prefill&n=${tokens ? tokens.shape[0] : 8}`;
+async function fetchLayout(key, dot) {
+  S.pending.add(key);
   try {
-    const r = await fetch(`api/layout?${q}`);
-    if (r.ok) { S.layouts[g.kind] = await r.json(); renderSoon(); }
+    const r = await fetch('api/layout', { method: 'POST', headers: { 'Content-Type': 'text/vnd.graphviz' }, body: dot });
+    if (r.ok) { S.layouts[key] = await r.json(); renderSoon(); } else console.warn('layout:', (await r.json()).error.message);
   } catch (e) { console.warn('layout', e); }
+  S.pending.delete(key);
 }
 
 // ---- live runs over server-sent events ----
@@ -78,7 +90,7 @@ function runLive() {
     switch (ev.type) {
       case 'start': S.promptTokens = ev.tokens; break;
       case 'graph': setGraph(ev.stage, ev.graph); renderSoon(); break;
-      case 'pass': S.passes.push({ index: ev.pass, kind: ev.kind, n_tokens: ev.n_tokens, graph_tokens: ev.graph_tokens, nodes: new Map() }); break;
+      case 'pass': S.passes.push({ index: S.passes.length, kind: ev.kind, n_tokens: ev.n_tokens, graph_tokens: ev.graph_tokens, nodes: new Map() }); break;
       case 'node': { const p = S.passes[S.passes.length - 1]; if (p) p.nodes.set(ev.id, ev); nodeEvents++;
         if (nodeEvents % 64 === 0) status(`pass ${ev.pass}: ${nodeEvents} node events`); renderSoon(); break; }
       case 'pass_end': { const p = S.passes[S.passes.length - 1]; if (p) { p.top5 = ev.top5; p.seconds = ev.seconds; } break; }
@@ -133,8 +145,8 @@ async function openFiles(files) {
 
 function loadSample(s) {
   S.graphs = {}; S.layouts = {}; S.passes = []; S.generated = []; S.promptTokens = s.tokens || [];
-  setGraph('prefill', s.graph, s.layout);
-  if (s.decode_graph) setGraph('decode', s.decode_graph, s.decode_layout);
+  setGraph('prefill', s.graph, s.layouts);
+  if (s.decode_graph) setGraph('decode', s.decode_graph);
   if (s.trace) loadTrace(s.trace);
   if (s.generated) S.generated = s.generated;
   document.getElementById('model-name').textContent = s.name + ' (sample)';

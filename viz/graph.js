@@ -53,6 +53,9 @@ MG.analyze = (g) => {
   return { g, byId, layers, top, dims };
 };
 
+// A graph's identity for caches: its kind and token count.
+MG.graphKey = (A) => `${A.g.kind}|${A.dims.nt}`;
+
 // Model dimensions, read off the weights and op parameters of the export.
 MG.dims = (g, byId, layers) => {
   const d = { n_layer: layers.length };
@@ -78,20 +81,65 @@ MG.stageNodes = (A, L, stage) => (L < 0 ? A.top[stage] || [] : (A.layers[L] || [
 MG.edges = (g) => { const out = []; const ids = new Set(g.nodes.map((n) => n.id));
   for (const n of g.nodes) for (const s of n.src) if (ids.has(s)) out.push([s, n.id]); return out; };
 
-// A layered layout for graphs opened without a Graphviz layout (offline): rank = longest path from
-// an input, order within a rank = execution order. The server's Graphviz layout replaces it.
-MG.fallbackLayout = (g) => {
-  const rank = new Map(), rows = [];
-  for (const n of g.nodes) {
-    let r = 0;
-    for (const s of n.src) if (rank.has(s)) r = Math.max(r, rank.get(s) + 1);
-    rank.set(n.id, r);
-    (rows[r] = rows[r] || []).push(n.id);
+// The graph as the Operators view draws it: a box per node outside the layer loop and in the open
+// layers, one box per closed layer (its nodes collapsed), an edge per tensor flow between boxes.
+// Keys: "n<id>" for a node, "L<layer>" for a closed layer.
+MG.viewGraph = (A, open) => {
+  const items = [], keyOf = new Map(), seen = new Set(), edges = [];
+  for (const n of A.g.nodes) {
+    const L = n._layer;
+    const key = L >= 0 && !open.has(L) ? 'L' + L : 'n' + n.id;
+    keyOf.set(n.id, key);
+    if (!seen.has(key)) { seen.add(key); items.push(key[0] === 'L' ? { key, layer: L, nodes: A.layers[L] } : { key, node: n }); }
   }
-  const nodes = {}, W = 150, H = 44;
-  rows.forEach((ids, r) => ids.forEach((id, i) => { nodes[id] = [80 + i * (W + 20), 30 + r * (H + 26), W, H]; }));
-  const width = Math.max(...rows.map((ids) => ids.length)) * (W + 20) + 80;
-  return { width, height: rows.length * (H + 26) + 40, nodes, edges: null, engine: 'fallback (ranked)' };
+  // Positions, sequence ids, cells and output ids feed every layer; into a closed layer their edges
+  // would only fan out over the picture, so they are drawn into open layers only.
+  const side = new Set(A.g.nodes.filter((n) => n.op === 'input' && n.params.kind !== 'tokens').map((n) => n.id));
+  const es = new Set();
+  for (const n of A.g.nodes) for (const s of n.src) {
+    const a = keyOf.get(s), b = keyOf.get(n.id);
+    if (side.has(s) && b[0] === 'L') continue;
+    if (a && b && a !== b && !es.has(a + '>' + b)) { es.add(a + '>' + b); edges.push([a, b]); }
+  }
+  return { items, edges };
+};
+MG.BOX = { node: [150, 44], layer: [220, 50] }; // points
+
+// DOT text for Graphviz: fixed-size boxes (the page draws their content), edges in graph order.
+MG.toDot = (vg) => {
+  const lines = ['digraph minfer {', '  rankdir=TB; nodesep=0.25; ranksep=0.35;', '  node [shape=box, fixedsize=true, label=""];'];
+  for (const it of vg.items) {
+    const [w, h] = it.layer !== undefined ? MG.BOX.layer : MG.BOX.node;
+    lines.push(`  ${it.key} [width=${(w / 72).toFixed(3)}, height=${(h / 72).toFixed(3)}];`);
+  }
+  for (const [a, b] of vg.edges) lines.push(`  ${a} -> ${b};`);
+  lines.push('}');
+  return lines.join('\n') + '\n';
+};
+
+// A ranked layout for when no Graphviz is at hand (offline files, a build without libgvc): rank =
+// longest path from an input, order within a rank = graph order. The server's dot layout replaces it.
+MG.fallbackLayout = (vg) => {
+  const rank = new Map(), rows = [], into = new Map();
+  for (const [a, b] of vg.edges) (into.get(b) || into.set(b, []).get(b)).push(a);
+  for (const it of vg.items) {
+    let r = 0;
+    for (const a of into.get(it.key) || []) if (rank.has(a)) r = Math.max(r, rank.get(a) + 1);
+    rank.set(it.key, r);
+    (rows[r] = rows[r] || []).push(it);
+  }
+  const nodes = {}, GAP = 20, RH = 76;
+  let width = 0;
+  rows.forEach((its, r) => {
+    let x = 20;
+    for (const it of its) {
+      const [w, h] = it.layer !== undefined ? MG.BOX.layer : MG.BOX.node;
+      nodes[it.key] = [x + w / 2, 30 + r * RH, w, h];
+      x += w + GAP;
+    }
+    width = Math.max(width, x);
+  });
+  return { width, height: rows.length * RH + 40, nodes, edges: null, engine: 'ranked fallback (no Graphviz)' };
 };
 
 MG.BACKEND_COLOR = { CPU: '#fff7c2', CUDA: '#c9f2c9' };

@@ -23,40 +23,61 @@ function nodeStats(id) {
 function renderOperators(root) {
   const A = S.graph();
   if (!A) { root.append(el('p', { class: 'hint' }, 'No graph yet: run a prompt, pick a sample or open a graph JSON.')); return; }
-  const lay = S.layout() || MG.fallbackLayout(A.g);
+  const open = S.openLayers(), vg = MG.viewGraph(A, open);
+  const lay = S.layout(vg) || MG.fallbackLayout(vg);
   const svg = el('svg:svg', { id: 'ops-svg', width: lay.width + 40, height: lay.height + 40 });
   const gEdges = el('svg:g'), gNodes = el('svg:g');
   svg.append(gEdges, gNodes);
-  const edges = lay.edges || MG.edges(A.g).map(([s, d]) => [s, d, null]);
-  for (const [s, d, pts] of edges) {
-    const a = lay.nodes[s], b = lay.nodes[d];
+  const edges = lay.edges || vg.edges.map(([a, b]) => [a, b, null]);
+  for (const [ka, kb, pts] of edges) {
+    const a = lay.nodes[ka], b = lay.nodes[kb];
     if (!a || !b) continue;
-    let path;
-    if (pts && pts.length >= 8) { // a cubic B-spline from Graphviz: M p0 C p1 p2 p3 ...
-      path = `M${pts[0]},${pts[1]} C` + pts.slice(2).join(',');
-    } else path = `M${a[0]},${a[1] + a[3] / 2} L${b[0]},${b[1] - b[3] / 2}`;
-    gEdges.append(el('svg:path', { class: 'edge', d: path }));
+    // Graphviz gives a cubic B-spline: p0, then three points per segment
+    const d = pts && pts.length >= 8 ? `M${pts[0]},${pts[1]} C` + pts.slice(2).join(',') : `M${a[0]},${a[1] + a[3] / 2} L${b[0]},${b[1] - b[3] / 2}`;
+    gEdges.append(el('svg:path', { class: 'edge', d }));
   }
-  let count = 0;
-  for (const n of A.g.nodes) {
-    const box = lay.nodes[n.id];
+  let count = 0, closed = 0;
+  for (const it of vg.items) {
+    const box = lay.nodes[it.key];
     if (!box) continue;
-    const [x, y, w, h] = box, st = nodeStats(n.id);
+    const [x, y, w, h] = box;
+    const g = el('svg:g', { transform: `translate(${x - w / 2},${y - h / 2})` });
+    if (it.layer !== undefined) { // a closed layer: click to open (and lay out) it
+      g.setAttribute('class', 'op-node layer-box');
+      g.setAttribute('data-layer', it.layer);
+      g.append(el('svg:rect', { width: w, height: h, rx: 6, fill: '#ffe9c7', 'stroke-dasharray': '5 3' }));
+      g.append(el('svg:text', { x: 6, y: 18 }, `layer ${it.layer}: ${it.nodes.length} ops (click to open)`));
+      g.append(el('svg:text', { x: 6, y: 34 }, fmtMs(timeOf(it.nodes))));
+      g.addEventListener('click', () => { open.add(it.layer); render(); });
+      gNodes.append(g);
+      closed++;
+      continue;
+    }
+    const n = it.node, st = nodeStats(n.id);
     const fill = st ? MG.magnitudeColor(st.rms) : n.is_output ? '#ffc680' : MG.BACKEND_COLOR[n.backend] || '#dde';
-    const g = el('svg:g', { class: 'op-node' + (S.selected === n.id ? ' selected' : ''), 'data-id': n.id,
-      transform: `translate(${x - w / 2},${y - h / 2})` });
+    g.setAttribute('class', 'op-node' + (S.selected === n.id ? ' selected' : ''));
+    g.setAttribute('data-id', n.id);
     g.append(el('svg:rect', { width: w, height: h, rx: 4, fill, 'stroke-dasharray': n.backend === 'CPU' ? '' : '4 2' }));
     g.append(el('svg:text', { x: 4, y: 12 }, `${n.id} ${n.name}`));
     g.append(el('svg:text', { x: 4, y: 24 }, `${n.op} ${MG.fmtShape(n.shape)}`));
-    if (st) g.append(el('svg:text', { x: 4, y: 36 }, `${(st.t * 1e6).toFixed(0)} us  rms ${MG.fmt(st.rms, 3)}`));
+    if (st && st.t !== undefined) g.append(el('svg:text', { x: 4, y: 36 }, `${(st.t * 1e6).toFixed(0)} us  rms ${MG.fmt(st.rms, 3)}`));
+    else if (st) g.append(el('svg:text', { x: 4, y: 36 }, `rms ${MG.fmt(st.rms, 3)}`));
     else if (n.weight) g.append(el('svg:text', { x: 4, y: 36 }, n.weight.type));
     g.addEventListener('click', () => { S.selected = n.id; showNodePanel(n); render(); });
     gNodes.append(g);
     count++;
   }
   svg.setAttribute('data-nodes', count);
-  root.append(el('div', { class: 'crumbs' }, `${count} operators, ${edges.length} tensor flows; layout: ${lay.engine}`), svg);
-  setLegend([['CPU backend', MG.BACKEND_COLOR.CPU], ['logits', '#ffc680'], ['small |x|', MG.magnitudeColor(1e-3)],
+  svg.setAttribute('data-closed', closed);
+  const crumbs = el('div', { class: 'crumbs', id: 'ops-crumbs' },
+    `${count} operators${closed ? `, ${closed} layers collapsed` : ''}, ${edges.length} tensor flows; layout: ${lay.engine} `);
+  for (const [label, fn] of [['open all layers', () => A.layers.forEach((_, L) => open.add(L))], ['collapse layers', () => open.clear()]]) {
+    const b = el('button', {}, label);
+    b.addEventListener('click', () => { fn(); render(); });
+    crumbs.append(b, ' ');
+  }
+  root.append(crumbs, svg);
+  setLegend([['CPU backend', MG.BACKEND_COLOR.CPU], ['logits', '#ffc680'], ['collapsed layer', '#ffe9c7'], ['small |x|', MG.magnitudeColor(1e-3)],
     ['rms ~1', MG.magnitudeColor(1)], ['large |x|', MG.magnitudeColor(100)]], 'fill: backend; with a run, magnitude (log rms)');
 }
 

@@ -104,24 +104,27 @@ static void h_graph(mf_http_request *r, void *user) {
     free(text);
 }
 
+#define LAYOUT_MAX_NODES 4000 /* dot's time grows fast with the node count: the page collapses layers */
+
 #ifdef MINFER_VIZ_GVC
-/* Lay the DOT export out with Graphviz's dot engine: a box per node (centre x, y, width, height in
- * points, y downwards) and each edge's spline control points. */
+/* Lay a DOT graph out with Graphviz's dot engine: each node's box (centre x, y, width, height in
+ * points, y downwards) by its DOT name, and each edge's spline control points. NULL (with the error
+ * set) for text Graphviz cannot read or a graph past LAYOUT_MAX_NODES. */
 static json_t *layout_dot(viz *v, const char *dot) {
     pthread_mutex_lock(&v->export_lock); /* a GVC context is not thread-safe */
     Agraph_t *g = agmemread(dot);
     json_t *out = NULL;
-    if (g && gvLayout(v->gvc, g, "dot") == 0) {
+    if (!g) mf_set_error(MF_ERR_FORMAT, "layout: graphviz cannot read the DOT text");
+    else if (agnnodes(g) > LAYOUT_MAX_NODES)
+        mf_set_error(MF_ERR_RANGE, "layout: %d nodes, at most %d (collapse layers)", agnnodes(g), LAYOUT_MAX_NODES);
+    else if (gvLayout(v->gvc, g, "dot") != 0) mf_set_error(MF_ERR_INTERNAL, "layout: graphviz's dot failed");
+    else {
         const boxf bb = GD_bb(g);
         const double h = bb.UR.y;
-        out = json_object();
         json_t *nodes = json_object(), *edges = json_array();
         for (Agnode_t *n = agfstnode(g); n; n = agnxtnode(g, n)) {
-            const char *name = agnameof(n);
-            if (name[0] != 'n') continue;
-            json_t *box = json_pack("[f,f,f,f]", ND_coord(n).x, h - ND_coord(n).y, ND_width(n) * 72.0,
-                                    ND_height(n) * 72.0);
-            json_object_set_new(nodes, name + 1, box);
+            json_object_set_new(nodes, agnameof(n), json_pack("[f,f,f,f]", ND_coord(n).x, h - ND_coord(n).y,
+                                                              ND_width(n) * 72.0, ND_height(n) * 72.0));
             for (Agedge_t *e = agfstout(g, n); e; e = agnxtout(g, e)) {
                 json_t *pts = json_array();
                 const splines *sp = ED_spl(e);
@@ -130,15 +133,11 @@ static json_t *layout_dot(viz *v, const char *dot) {
                         json_array_append_new(pts, json_real(sp->list[0].list[i].x));
                         json_array_append_new(pts, json_real(h - sp->list[0].list[i].y));
                     }
-                json_array_append_new(edges, json_pack("[i,i,o]", atoi(agnameof(agtail(e)) + 1),
-                                                       atoi(agnameof(aghead(e)) + 1), pts));
+                json_array_append_new(edges, json_pack("[s,s,o]", agnameof(agtail(e)), agnameof(aghead(e)), pts));
             }
         }
-        json_object_set_new(out, "width", json_real(bb.UR.x));
-        json_object_set_new(out, "height", json_real(h));
-        json_object_set_new(out, "nodes", nodes);
-        json_object_set_new(out, "edges", edges);
-        json_object_set_new(out, "engine", json_string("graphviz dot"));
+        out = json_pack("{s:f,s:f,s:o,s:o,s:s}", "width", bb.UR.x, "height", h, "nodes", nodes, "edges", edges,
+                        "engine", "graphviz dot");
         gvFreeLayout(v->gvc, g);
     }
     if (g) agclose(g);
@@ -147,21 +146,19 @@ static json_t *layout_dot(viz *v, const char *dot) {
 }
 #endif
 
+/* POST /api/layout, body: a DOT graph (the page's view of the export, layers collapsed or open). */
 static void h_layout(mf_http_request *r, void *user) {
     viz *v = user;
-    int32_t n;
-    if (!graph_tokens(r, &n)) return;
-#ifdef MINFER_VIZ_GVC
     size_t len;
-    char *dot = viz_export(v, n, "dot", &len);
-    if (!dot) {
-        mf_http_respond_error(r, 500, NULL, NULL, "graph export: %s", mf_last_error());
+    const char *dot = mf_http_request_body(r, &len);
+    if (len == 0 || strlen(dot) != len) {
+        mf_http_respond_error(r, 400, NULL, NULL, "layout: the body must be DOT text (%zu bytes, NUL inside or empty)", len);
         return;
     }
+#ifdef MINFER_VIZ_GVC
     json_t *lay = layout_dot(v, dot);
-    free(dot);
     if (!lay) {
-        mf_http_respond_error(r, 500, NULL, NULL, "graphviz could not lay the graph out");
+        mf_http_respond_error(r, 400, NULL, NULL, "%s", mf_last_error());
         return;
     }
     mf_http_respond_json(r, 200, lay);
@@ -240,11 +237,12 @@ mf_status mf_viz_run(const mf_viz_params *params) {
     hp.host = v.p.host;
     hp.port = v.p.port;
     hp.stream_max_bytes = 64u << 20; /* a run of a large graph streams megabytes of node events */
+    hp.max_body_bytes = 2u << 20;    /* a layout request: the DOT text of a few thousand nodes */
     mf_status st = mf_http_server_create(&hp, &v.http);
     if (st) goto done;
     mf_http_route(v.http, MF_HTTP_GET, "/api/info", h_info, &v);
     mf_http_route(v.http, MF_HTTP_GET, "/api/graph", h_graph, &v);
-    mf_http_route(v.http, MF_HTTP_GET, "/api/layout", h_layout, &v);
+    mf_http_route(v.http, MF_HTTP_POST, "/api/layout", h_layout, &v);
     mf_http_route(v.http, MF_HTTP_GET, "/api/run", viz_h_run, &v);
     mf_http_route(v.http, MF_HTTP_GET, "/", h_asset, &v);
     mf_http_route_prefix(v.http, MF_HTTP_GET, "/", h_asset, &v);

@@ -4,7 +4,8 @@
  *
  * Routes: GET /, /app.js, /style.css, ... (the page); GET /api/info (model, layers, limits);
  * GET /api/graph?stage=prefill|decode&n=N (the graph export, docs/graph-json.md);
- * GET /api/layout?stage=..&n=N (node boxes from Graphviz's dot layout, in points);
+ * POST /api/layout with a DOT body (node boxes and edge splines from Graphviz's dot layout, in points;
+ * the page sends its own view of the graph, repeated layers collapsed);
  * GET /api/run?prompt=TEXT&n=N (an SSE stream: start, graph, pass, node..., pass_end, token, ..., done;
  * docs/viz.md lists the events). One run at a time: a second one gets 429 while the first streams. */
 #ifndef MF_VIZ_H
