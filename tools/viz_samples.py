@@ -26,10 +26,9 @@ def layers(g):
     return sorted({int(m.group(1)) for n in g["nodes"] if (m := re.search(r"-(\d+)(?: \(.*\))?$", n["name"]))})
 
 
-def graph_key(g):
+def open_key(g):
     """The page's layout cache key (app.js S.layout) for the graph with every layer open."""
-    nt = next(n for n in g["nodes"] if n["id"] == g["inputs"]["tokens"])["shape"][0]
-    return f"{g['kind']}|{nt}|" + ",".join(map(str, layers(g)))
+    return ",".join(map(str, layers(g)))
 
 
 def layout(url, g):
@@ -70,8 +69,7 @@ def sample(bin_, model, name):
                 generated.append({"id": e["id"], "text": e["text"]})
         return {"format": "minfer-viz-sample", "name": name, "prompt": PROMPT, "tokens": tokens, "generated": generated,
                 "graph": graphs["prefill"]["graph"], "decode_graph": graphs["decode"]["graph"],
-                "layouts": {key: layout(url, g) for key, g in
-                            ((graph_key(graphs[s]["graph"]), graphs[s]["graph"]) for s in ("prefill", "decode"))},
+                "layouts": {s: {open_key(graphs[s]["graph"]): layout(url, graphs[s]["graph"])} for s in ("prefill", "decode")},
                 "trace": {"format": "minfer-trace", "version": 1, "runs": runs}}
     finally:
         p.terminate()

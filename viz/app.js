@@ -5,29 +5,28 @@
 const S = {
   view: 'operators',
   stage: 'prefill',         // which graph the views show
-  graphs: {},               // stage -> analyzed graph (MG.analyze)
-  layouts: {},              // stage -> layout {width, height, nodes, edges, engine}
+  graphs: {},               // stage -> analyzed graph (MG.analyze), with .open and .layouts
   passes: [],               // runs: {index, kind, n_tokens, graph_tokens, nodes: Map(id -> stats), top5, seconds}
   promptTokens: [], generated: [], lastToken: null,
   selected: null, pipePath: [],
   server: location.protocol.startsWith('http'), info: null,
   sf: null, sfTimer: null, sfDelay: 120,
   graph() { return this.graphs[this.stage] || this.graphs.prefill || this.graphs.decode || null; },
-  open: {},                 // graph key -> Set of open layers (the others are drawn collapsed)
-  // The open layers of the shown graph: all of a small model's, none of a large one's at first.
+  // The open layers of the shown graph (the others are drawn collapsed): all of a small model's,
+  // none of a large one's at first. Kept with the graph, as are its layouts.
   openLayers() {
-    const A = this.graph(), key = MG.graphKey(A);
-    if (!this.open[key]) this.open[key] = new Set(A.layers.length <= 4 ? A.layers.map((_, L) => L) : []);
-    return this.open[key];
+    const A = this.graph();
+    if (!A.open) A.open = new Set(A.layers.length <= 4 ? A.layers.map((_, L) => L) : []);
+    return A.open;
   },
-  // The Graphviz layout of a view graph: cached, else asked of the server (null meanwhile).
+  // The Graphviz layout of the shown graph with its open layers: cached, else asked of the server
+  // (null meanwhile: the view draws the ranked fallback).
   layout(vg) {
-    const key = MG.graphKey(this.graph()) + '|' + [...this.openLayers()].sort((a, b) => a - b).join(',');
-    if (this.layouts[key]) return this.layouts[key];
-    if (this.server && this.info && this.info.layout && !this.pending.has(key)) fetchLayout(key, MG.toDot(vg));
+    const A = this.graph(), key = [...this.openLayers()].sort((a, b) => a - b).join(',');
+    if (A.layouts[key]) return A.layouts[key];
+    if (this.server && this.info && this.info.layout && !A.pending.has(key)) fetchLayout(A, key, MG.toDot(vg));
     return null;
   },
-  pending: new Set(),
   // The latest pass of the shown graph's kind (what the node colours and panels show).
   shownPass() {
     const g = this.graph();
@@ -59,18 +58,25 @@ function render() {
 // Live events arrive by the hundred: draw at most once per frame.
 function renderSoon() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(() => { renderQueued = false; if (S.view !== 'shapes') render(); }); } }
 
+// layouts: Graphviz layouts that came with the graph (a sample's), by open-layer list ("0,1").
 function setGraph(stage, g, layouts) {
-  S.graphs[stage] = MG.analyze(g);
-  if (layouts) Object.assign(S.layouts, layouts);
+  const A = MG.analyze(g), old = S.graphs[stage];
+  // the same graph again (each live run sends it): keep its open layers and layouts
+  const sig = (X) => JSON.stringify([X.g.kind, X.g.n_nodes, X.g.output, X.dims]);
+  const same = old && sig(old) === sig(A);
+  A.layouts = Object.assign(same ? old.layouts : {}, layouts || {});
+  A.pending = same ? old.pending : new Set();
+  if (same) A.open = old.open;
+  S.graphs[stage] = A;
 }
 
-async function fetchLayout(key, dot) {
-  S.pending.add(key);
+async function fetchLayout(A, key, dot) {
+  A.pending.add(key);
   try {
     const r = await fetch('api/layout', { method: 'POST', headers: { 'Content-Type': 'text/vnd.graphviz' }, body: dot });
-    if (r.ok) { S.layouts[key] = await r.json(); renderSoon(); } else console.warn('layout:', (await r.json()).error.message);
+    if (r.ok) { A.layouts[key] = await r.json(); renderSoon(); } else console.warn('layout:', (await r.json()).error.message);
   } catch (e) { console.warn('layout', e); }
-  S.pending.delete(key);
+  A.pending.delete(key);
 }
 
 // ---- live runs over server-sent events ----
@@ -144,9 +150,9 @@ async function openFiles(files) {
 }
 
 function loadSample(s) {
-  S.graphs = {}; S.layouts = {}; S.passes = []; S.generated = []; S.promptTokens = s.tokens || [];
-  setGraph('prefill', s.graph, s.layouts);
-  if (s.decode_graph) setGraph('decode', s.decode_graph);
+  S.graphs = {}; S.passes = []; S.generated = []; S.promptTokens = s.tokens || [];
+  setGraph('prefill', s.graph, s.layouts && s.layouts.prefill);
+  if (s.decode_graph) setGraph('decode', s.decode_graph, s.layouts && s.layouts.decode);
   if (s.trace) loadTrace(s.trace);
   if (s.generated) S.generated = s.generated;
   document.getElementById('model-name').textContent = s.name + ' (sample)';

@@ -53,9 +53,6 @@ MG.analyze = (g) => {
   return { g, byId, layers, top, dims };
 };
 
-// A graph's identity for caches: its kind and token count.
-MG.graphKey = (A) => `${A.g.kind}|${A.dims.nt}`;
-
 // Model dimensions, read off the weights and op parameters of the export.
 MG.dims = (g, byId, layers) => {
   const d = { n_layer: layers.length };

@@ -97,12 +97,20 @@ function renderShapes(root) {
   layer0.forEach((s) => br.append(node(s, 'L:' + s.stage)));
   br.append(el('span', { class: 'xn' }, `\u00d7 ${d.n_layer} layers`));
   rail.append(br);
+  // stages whose shape differs in some layer: the last layer of a prefill graph keeps only the
+  // output rows (n_out) once attention has run, which the badges of layer 0 do not show
+  const quirks = [];
+  for (const s0 of layer0) {
+    const other = stages.find((s) => s.L > 0 && s.stage === s0.stage && !sameShape(s.shape, s0.shape));
+    if (other) quirks.push(`${MG.STAGE_LABEL[s0.stage]} of layer ${other.L}: [${other.formula.join(', ')}] = [${other.shape.join(', ')}]`);
+  }
   top.slice(2).forEach((s) => rail.append(node(s, s.stage)));
   rail.append(node({ stage: 'sampler', shape: [1] }, 'sampler'));
   const side = el('div', { class: 'sf-header', id: 'sf-inner' });
   const strip = el('div', { class: 'sf-strip', id: 'sf-strip' });
   const footer = el('div', { class: 'sf-footer', id: 'sf-kv' });
-  root.append(ctl, header, rail, side, strip, footer);
+  const note = el('div', { class: 'sf-header', id: 'sf-quirks' }, quirks.length ? 'the last layer runs at n_out rows after attention (only the output rows go on): ' + quirks.join('; ') : '');
+  root.append(ctl, header, rail, note, side, strip, footer);
   S.sf = { stages, cells: 0, gen: 0 };
   renderStrip();
   renderKv();
@@ -148,7 +156,13 @@ function playShapes(mode) {
     document.querySelectorAll('.sf-node').forEach((n) => n.classList.toggle('current', n.dataset.key === key));
     const cur = document.querySelector(`.sf-node[data-key="${key}"]`), pk = document.getElementById('packet');
     const shape = kind === 'decode' && s.stage !== 'sampler' ? s.shape.map((x, j) => (j === s.shape.length - 1 && s.stage !== 'input' ? 1 : s.stage === 'input' ? 1 : x)) : s.shape;
-    if (cur && pk) { pk.style.left = cur.offsetLeft + 'px'; pk.textContent = `[${shape.join(', ')}]`; }
+    if (cur && pk) { // the packet sits over the current node (its box relative to the rail's)
+      const rail = document.getElementById('rail');
+      pk.style.left = (cur.getBoundingClientRect().left - rail.getBoundingClientRect().left + rail.scrollLeft) + 'px';
+      pk.textContent = `[${shape.join(', ')}]`;
+    }
+    if (s.L >= 0) document.querySelector('.bracket .xn').textContent = `layer ${s.L + 1} of ${d.n_layer}`;
+    else if (s.stage !== 'input' && s.stage !== 'embedding') document.querySelector('.bracket .xn').textContent = `\u00d7 ${d.n_layer} layers`;
     const h = document.getElementById('sf-header');
     const w = s.weight && s.weight.weight;
     h.textContent = s.stage === 'sampler' ? `${kind}: sampler picks the next token from [n_vocab] = [${d.n_vocab}] logits`

@@ -71,8 +71,9 @@ function renderOperators(root) {
   svg.setAttribute('data-closed', closed);
   const crumbs = el('div', { class: 'crumbs', id: 'ops-crumbs' },
     `${count} operators${closed ? `, ${closed} layers collapsed` : ''}, ${edges.length} tensor flows; layout: ${lay.engine} `);
-  for (const [label, fn] of [['open all layers', () => A.layers.forEach((_, L) => open.add(L))], ['collapse layers', () => open.clear()]]) {
-    const b = el('button', {}, label);
+  for (const [id, label, fn] of [['ops-open-all', 'open all layers', () => A.layers.forEach((_, L) => open.add(L))],
+    ['ops-collapse', 'collapse layers', () => open.clear()]]) {
+    const b = el('button', { id }, label);
     b.addEventListener('click', () => { fn(); render(); });
     crumbs.append(b, ' ');
   }

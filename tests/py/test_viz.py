@@ -105,9 +105,21 @@ def test_page_views_and_live_run(viz, browser):
     n_layer = get_json(viz + "/api/info")["n_layer"]
     # Operators: one box per exported node, laid out by Graphviz
     wait(d, "document.querySelector('#ops-svg') && document.querySelector('#ops-svg').dataset.nodes")
-    wait(d, "document.querySelector('.crumbs') && /graphviz/.test(document.querySelector('.crumbs').textContent)")
+    wait(d, "document.querySelector('#ops-crumbs') && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == len(graph["nodes"])
     assert len(d.find_elements(By.CSS_SELECTOR, ".op-node")) == len(graph["nodes"])
+    # layers collapse to one box each and open one at a time, each laid out by Graphviz when asked for
+    layer_of = lambda n: int(m.group(1)) if (m := re.search(r"-(\d+)(?: \(.*\))?$", n["name"])) else -1
+    outside = sum(layer_of(n) < 0 for n in graph["nodes"])
+    click(d, "#ops-collapse")
+    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == outside
+    shot(d, "operators-collapsed")
+    click(d, '[data-layer="1"]')
+    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer - 1}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == outside + sum(layer_of(n) == 1 for n in graph["nodes"])
+    click(d, "#ops-open-all")
+    wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
     d.find_elements(By.CSS_SELECTOR, ".op-node")[7].click()
     assert graph["nodes"][7]["name"] in d.find_element(By.ID, "panel").text
     shot(d, "operators")
@@ -184,11 +196,12 @@ def test_offline_samples_and_files(browser, tmp_path):
     # graph exports of the other architectures (Qwen3: QK-norm; llama) for the shape check
     files = []
     for f in ("mini-qwen3.Q4_K.gguf", "mini-llama.Q4_0.gguf"):
-        out = tmp_path / (f + ".json")
-        r = subprocess.run([BIN, "run", os.path.join(MODELS, f), PROMPT, "-n", "1", "--dump-graph-json", str(out)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        files.append(str(out))
+        for stage in ("prefill", "decode"):
+            out = tmp_path / f"{f}.{stage}.json"
+            r = subprocess.run([BIN, "run", os.path.join(MODELS, f), PROMPT, "-n", "1", "--dump-graph-json", str(out),
+                                "--dump-graph-stage", stage], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            files.append(str(out))
     d.get("file://" + os.path.abspath(os.path.join(SRC, "viz/index.html")))
     assert d.find_element(By.ID, "run-btn").get_attribute("disabled")
     options = d.find_elements(By.CSS_SELECTOR, "#sample-select option")
@@ -196,7 +209,7 @@ def test_offline_samples_and_files(browser, tmp_path):
     d.execute_script("const s = document.getElementById('sample-select'); s.value = '0'; s.dispatchEvent(new Event('change'))")
     samples = d.execute_script("return window.MINFER_SAMPLES.map(s => s.graph.nodes.length)")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == samples[0]
-    assert "graphviz" in d.find_element(By.CSS_SELECTOR, ".crumbs").text
+    assert "graphviz" in d.find_element(By.ID, "ops-crumbs").text
     assert d.execute_script("return S.passes.length") >= 2
     shot(d, "offline-sample")
     for path in files:
