@@ -48,7 +48,7 @@ def layout(url, g):
 
 
 def sample(bin_, model, name):
-    p = subprocess.Popen([bin_, "viz", model, "--port", "0", "-t", "1"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([bin_, "viz", model, "--port", "0", "-t", "1", "--no-probe"], stdout=subprocess.PIPE, text=True)
     try:
         url = re.search(r"listening on (http://\S+)", p.stdout.readline()).group(1)
         events = [json.loads(line[6:]) for line in get(f"{url}/api/run?prompt={urllib.parse.quote(PROMPT)}&n={N}").splitlines()

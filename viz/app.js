@@ -24,7 +24,8 @@ const S = {
   layout(vg) {
     const A = this.graph(), key = [...this.openLayers()].sort((a, b) => a - b).join(',');
     if (A.layouts[key]) return A.layouts[key];
-    if (this.server && this.info && this.info.layout && !A.pending.has(key)) fetchLayout(A, key, MG.toDot(vg));
+    if (this.server && this.info && this.info.layout && !A.pending.has(key) && vg.items.length <= MG.LAYOUT_MAX)
+      fetchLayout(A, key, MG.toDot(vg));
     return null;
   },
   // The latest pass of the shown graph's kind (what the node colours and panels show).
@@ -34,9 +35,12 @@ const S = {
     for (let i = this.passes.length - 1; i >= 0; i--) if (this.passes[i].kind === g.g.kind) return this.passes[i];
     return null;
   },
-  // The best achieved GB/s and GMAC/s of the shown pass: the ceiling each node is measured against.
+  // The ceilings each node is measured against: the machine's measured limits (memory read GB/s,
+  // int8 GMAC/s peak) from the server, else the best node of the shown pass.
   roofline() {
-    const p = this.shownPass(), r = { gbs: 0, gmacs: 0 };
+    const p = this.shownPass(), r = { gbs: 0, gmacs: 0, what: 'the best of this pass' };
+    if (this.info && this.info.mem_bw_gbs > 0 && this.info.peak_gmacs > 0)
+      return { gbs: this.info.mem_bw_gbs, gmacs: this.info.peak_gmacs, what: 'the machine\'s measured limit' };
     if (!p) return r;
     for (const s of p.nodes.values()) if (s.t > 0) { r.gbs = Math.max(r.gbs, s.bytes / s.t / 1e9); if (s.macs) r.gmacs = Math.max(r.gmacs, s.macs / s.t / 1e9); }
     return r;

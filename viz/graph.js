@@ -101,6 +101,7 @@ MG.viewGraph = (A, open) => {
   return { items, edges };
 };
 MG.BOX = { node: [150, 44], layer: [220, 50] }; // points
+MG.LAYOUT_MAX = 300; // boxes the server lays out (src/viz/viz.c LAYOUT_MAX_NODES); past it the ranked fallback
 
 // DOT text for Graphviz: fixed-size boxes (the page draws their content), edges in graph order.
 MG.toDot = (vg) => {

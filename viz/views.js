@@ -113,8 +113,12 @@ function showNodePanel(n) {
       rows.push(['bytes', `${(st.bytes / 1e6).toFixed(3)} MB -> ${(st.bytes / st.t / 1e9).toFixed(2)} GB/s`]);
       if (st.macs) rows.push(['compute', `${(st.macs / st.t / 1e9).toFixed(2)} GMAC/s`]);
       const roof = S.roofline();
-      if (roof.gbs > 0) rows.push(['roofline', `${(100 * st.bytes / st.t / 1e9 / roof.gbs).toFixed(0)} % of the best GB/s of this pass (${roof.gbs.toFixed(1)})` +
-        (st.macs ? `, ${(100 * st.macs / st.t / 1e9 / roof.gmacs).toFixed(0)} % of its best GMAC/s (${roof.gmacs.toFixed(1)})` : '')]);
+      if (roof.gbs > 0) {
+        // roofline: a node is bound by memory below the ridge (MACs per byte = peak / bandwidth)
+        const ai = st.macs / st.bytes, bound = Math.min(roof.gmacs, ai * roof.gbs);
+        rows.push(['roofline', `${(100 * st.bytes / st.t / 1e9 / roof.gbs).toFixed(0)} % of ${roof.what} ${roof.gbs.toFixed(1)} GB/s` +
+          (st.macs ? `; ${ai.toFixed(2)} MAC/byte: the roof is ${bound.toFixed(1)} GMAC/s (${ai * roof.gbs < roof.gmacs ? 'memory' : 'compute'} bound), reached ${(100 * st.macs / st.t / 1e9 / bound).toFixed(0)} %` : '')]);
+      }
     }
     rows.push(['min / max', `${MG.fmt(st.min)} / ${MG.fmt(st.max)}`], ['mean / rms', `${MG.fmt(st.mean)} / ${MG.fmt(st.rms)}`],
       ['NaN / Inf', `${st.nan} / ${st.inf}`], ['values', st.count]);

@@ -1,7 +1,10 @@
 /* cmd_viz.c: `minfer viz MODEL [--port 8081] [--host 127.0.0.1]`: the graph viewer (src/viz) with
  * live runs of MODEL; open the URL it prints in a browser. */
+#include "bench_probe.h"
 #include "cli.h"
 #include "viz.h"
+
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: minfer viz MODEL [options]\n"
@@ -10,6 +13,8 @@ static void usage(FILE *f) {
                "  -c, --ctx-size N   KV cache tokens of a live run (default 1024)\n"
                "  --max-tokens N     most tokens a run may generate (default 64)\n"
                "  -t, --threads N    CPU threads (default: all)\n"
+               "  --no-probe         do not measure the machine's memory bandwidth and int8 peak at start (half a\n"
+               "                     second): nodes are then measured against the best node of their pass\n"
                "The page also opens graph and trace files offline (minfer run --dump-graph-json, MINFER_TRACE).\n");
 }
 
@@ -23,6 +28,7 @@ int cmd_viz(int argc, char **argv) {
     mf_viz_params p;
     mf_viz_default_params(&p);
     cli_context_env(&p.ctx);
+    bool probe = true;
     for (int i = 1; i < argc; i++) {
         const char *v;
         long long n;
@@ -45,6 +51,8 @@ int cmd_viz(int argc, char **argv) {
         } else if ((r = cli_take_value(argc, argv, &i, "-t", &v)) || (r = cli_take_value(argc, argv, &i, "--threads", &v))) {
             if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &n)) return 2;
             p.ctx.n_threads = (int32_t)n;
+        } else if (!strcmp(argv[i], "--no-probe")) {
+            probe = false;
         } else if (argv[i][0] == '-') {
             cli_error("viz: unknown option '%s' (see minfer viz --help)", argv[i]);
             return 2;
@@ -59,6 +67,11 @@ int cmd_viz(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* the limits each node is measured against, for the threads the run uses (half a second) */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int32_t threads = p.ctx.n_threads > 0 ? p.ctx.n_threads : online > 0 ? (int32_t)CLI_MIN(online, 64) : 1;
+    const char *probe_isa;
+    if (probe) cli_bench_probe_limits(threads, true, true, &p.mem_bw_gbs, &p.peak_gmacs, &probe_isa);
     p.on_ready = print_ready;
     mf_status st = mf_viz_run(&p);
     if (st) {

@@ -104,7 +104,10 @@ static void h_graph(mf_http_request *r, void *user) {
     free(text);
 }
 
-#define LAYOUT_MAX_NODES 4000 /* dot's time grows fast with the node count: the page collapses layers */
+/* dot's time grows fast with the graph: SmolLM2's 30 layers all open (520 nodes with the inputs'
+ * edges into every layer) take minutes, a few open layers a fraction of a second; past this the page
+ * uses its own ranked layout. A handler busy in dot also holds up the server's stop. */
+#define LAYOUT_MAX_NODES 300
 
 #ifdef MINFER_VIZ_GVC
 /* Lay a DOT graph out with Graphviz's dot engine: each node's box (centre x, y, width, height in
@@ -171,7 +174,8 @@ static void h_layout(mf_http_request *r, void *user) {
 
 static void h_info(mf_http_request *r, void *user) {
     viz *v = user;
-    json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:s,s:i,s:b}", "model", v->model_name, "n_layer",
+    json_t *o = json_pack("{s:s,s:f,s:f,s:i,s:i,s:i,s:i,s:s,s:i,s:b}", "model", v->model_name, "mem_bw_gbs",
+                          v->p.mem_bw_gbs, "peak_gmacs", v->p.peak_gmacs, "n_layer",
                           (int)mf_model_n_layer(v->model), "n_vocab", (int)mf_model_n_vocab(v->model), "n_ctx",
                           (int)v->p.n_ctx, "max_tokens", (int)v->p.max_tokens, "isa",
                           mf_isa_name(mf_context_isa(v->export_ctx)), "n_threads",

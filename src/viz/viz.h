@@ -22,6 +22,9 @@ typedef struct mf_viz_params {
     int32_t n_ctx;             /* KV cells of the live run's context; default 1024 */
     int32_t max_tokens;        /* most tokens a run may ask to generate; default 64 */
     mf_context_params ctx;     /* isa, threads, order: from the environment as for other commands */
+    /* The machine's limits the page measures each node against (GB/s of memory reads, int8 GMAC/s
+     * peak; `minfer bench`'s probes); 0: unknown, the page uses the best node of the pass instead. */
+    double mem_bw_gbs, peak_gmacs;
     void (*on_ready)(const char *url, void *user); /* called once listening with the model loaded */
     void *user;
 } mf_viz_params;

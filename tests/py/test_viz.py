@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -37,7 +38,7 @@ def find_chromium():
 
 @pytest.fixture(scope="module")
 def viz():
-    p = subprocess.Popen([BIN, "viz", MODEL, "--port", "0", "-t", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.Popen([BIN, "viz", MODEL, "--port", "0", "-t", "1", "--no-probe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     line = p.stdout.readline()
     m = re.search(r"listening on (http://\S+)", line)
@@ -223,3 +224,47 @@ def test_offline_samples_and_files(browser, tmp_path):
         d.execute_script("S.view = 'operators'; render()")
     shot(d, "offline-file")
     assert errors(d) == []
+
+
+def status_of(url, data=None, headers=None):
+    req = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_api_bad_requests(viz):
+    """Every bad request gets a 4xx naming what is wrong; the server keeps serving."""
+    q = urllib.parse.quote
+    cases = [
+        (f"{viz}/api/run", None, 400, "prompt"),
+        (f"{viz}/api/run?prompt=", None, 400, "prompt"),
+        (f"{viz}/api/run?prompt=hi&n=0", None, 400, "n '0'"),
+        (f"{viz}/api/run?prompt=hi&n=65", None, 400, "[1, 64]"),
+        (f"{viz}/api/run?prompt=hi&n=2x", None, 400, "n '2x'"),
+        (f"{viz}/api/run?prompt=hi&temp=-1", None, 400, "temp"),
+        (f"{viz}/api/run?prompt={q('x' * 20000)}", None, 400, "at most"),
+        (f"{viz}/api/graph?stage=middle", None, 400, "prefill or decode"),
+        (f"{viz}/api/graph?stage=prefill&n=1", None, 400, "[2, 512]"),
+        (f"{viz}/api/graph?stage=prefill&n=513", None, 400, "[2, 512]"),
+        (f"{viz}/no-such-file.js", None, 404, "no page asset"),
+        (f"{viz}/api/layout", b"this is not dot {", 400, "graphviz"),
+        (f"{viz}/api/layout", b"digraph g {" + b"".join(b"n%d;" % i for i in range(400)) + b"}", 400, "at most 300"),
+    ]
+    for url, body, want, text in cases:
+        code, data = status_of(url, body, {"Content-Type": "text/vnd.graphviz"} if body is not None else None)
+        assert code == want and text in data.decode(), (url[:80], code, data[:200])
+    # a run too long for the context
+    code, data = status_of(f"{viz}/api/run?prompt={q('word ' * 1100)}&n=4")
+    assert code == 200 and b'"type":"error"' in data and b"need 1 to 1024" in data
+    # while a run streams, a second one is refused with 429 (a run of 900 tokens: a few hundred ms)
+    with urllib.request.urlopen(f"{viz}/api/run?prompt={q('word ' * 420)}&n=64", timeout=60) as first:
+        first.readline()
+        code, _ = status_of(f"{viz}/api/run?prompt=hi&n=1")
+        assert code == 429
+        rest = first.read().decode()
+    assert '"type":"done"' in rest
+    code, data = status_of(f"{viz}/api/layout", b"digraph g { a -> b; }", {"Content-Type": "text/vnd.graphviz"})
+    assert code == 200 and set(json.loads(data)["nodes"]) == {"a", "b"}
