@@ -92,7 +92,8 @@ function runLive() {
   document.getElementById('sampled').textContent = '';
   document.getElementById('sampled').removeAttribute('data-done');
   status('running...');
-  const es = new EventSource(`api/run?prompt=${encodeURIComponent(prompt)}&n=${encodeURIComponent(n)}`);
+  const chat = document.getElementById('chat').checked ? '&chat=1' : '';
+  const es = new EventSource(`api/run?prompt=${encodeURIComponent(prompt)}&n=${encodeURIComponent(n)}${chat}`);
   S.es = es;
   let nodeEvents = 0;
   es.onmessage = (m) => {

@@ -45,22 +45,17 @@ char *viz_export(viz *v, int32_t n_tokens, const char *format, size_t *len) {
     mf_status st = mf_context_dump_graph(v->export_ctx, n_tokens, 1, format, path);
     pthread_mutex_unlock(&v->export_lock);
     char *text = NULL;
-    if (!st) {
-        FILE *f = fopen(path, "rb");
-        if (f && fseek(f, 0, SEEK_END) == 0) {
-            long n = ftell(f);
-            rewind(f);
-            if (n >= 0 && (text = malloc((size_t)n + 1)) && fread(text, 1, (size_t)n, f) == (size_t)n) {
-                text[n] = 0;
-                *len = (size_t)n;
-            } else {
-                free(text);
-                text = NULL;
-                mf_set_error(MF_ERR_IO, "viz: cannot read the graph export back");
-            }
-        }
-        if (f) fclose(f);
+    FILE *f = st ? NULL : fopen(path, "rb");
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) && fread(text, 1, (size_t)n, f) == (size_t)n) {
+        text[n] = 0;
+        *len = (size_t)n;
+    } else if (!st) {
+        free(text);
+        text = NULL;
+        mf_set_error(MF_ERR_IO, "viz: cannot read the graph export back from '%s'", path);
     }
+    if (f) fclose(f);
     unlink(path);
     return text;
 }
@@ -212,7 +207,7 @@ static mf_status load(viz *v) {
     cp.n_ctx = v->p.n_ctx;
     mf_context_params ep = cp;
     ep.n_threads = 1;
-    ep.n_ctx = v->p.n_ctx;
+    ep.trace_path = ep.trace_dump_dir = NULL; /* it runs no pass; MINFER_TRACE is the live run's */
     if ((st = mf_context_create(v->model, &ep, &v->export_ctx))) return st;
     cp.node_callback = viz_on_node;
     cp.node_callback_user = v;
