@@ -123,9 +123,14 @@ static void test_rows(void) {
         }
     }
 
-    for (int mode = 0; mode < 2; mode++) {
+    /* Frequency factors as Llama 3.1's rope_freqs: 1 for the fast pairs, 8 for the slow ones, a ramp
+     * between. */
+    float ff[48];
+    for (int i = 0; i < 48; i++) ff[i] = i < 16 ? 1.0f : i >= 32 ? 8.0f : 1.0f + 7.0f * (float)(i - 16) / 16.0f;
+    for (int variant = 0; variant < 4; variant++) {
+        int mode = variant & 1;
         mf_rope_params rp = {.mode = mode ? MF_ROPE_NEOX : MF_ROPE_NORMAL, .n_dims = 96, .freq_base = 10000.0f,
-                             .freq_scale = 1.0f};
+                             .freq_scale = 1.0f, .freq_factors = variant & 2 ? ff : NULL};
         float cs[MF_MAX_HEAD_DIM], h[128], hr[128];
         const int32_t positions[] = {0, 1, 7, 100, 2047};
         for (size_t pi = 0; pi < 5; pi++) {
@@ -137,7 +142,8 @@ static void test_rows(void) {
             double tol = 1e-6 * (1 + positions[pi]);
             double maxd = 0;
             for (int i = 0; i < 128; i++) maxd = fmax(maxd, fabs(h[i] - hr[i]));
-            CHECKF(maxd <= tol, "rope mode %d pos %d: max diff %.3g", mode, positions[pi], maxd);
+            CHECKF(maxd <= tol, "rope mode %d factors %d pos %d: max diff %.3g", mode, variant >> 1, positions[pi],
+                   maxd);
             CHECK(h[100] == hr[100]); /* past n_dims: untouched */
         }
         /* Normal mode rotates neighbours, NEOX the two halves: check where element 1 goes at pos 1. */

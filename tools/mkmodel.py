@@ -112,6 +112,8 @@ def tensor_list(h):
     E, F, V, hd = h["n_embd"], h["n_ff"], h["n_vocab"], h["head_dim"]
     q, kv = h["n_head"] * hd, h["n_head_kv"] * hd
     out = [("token_embd.weight", (E, V)), ("output_norm.weight", (E,))]
+    if h.get("rope_freqs"):
+        out.append(("rope_freqs.weight", (hd // 2,)))
     if not h["tied"]:
         out.append(("output.weight", (E, V)))
     for i in range(h["n_layer"]):
@@ -180,8 +182,29 @@ class Noise:
         return self.pool[off:off + n]
 
 
-def write_tensor(f, noise, name, ne, ftype):
+def llama3_rope_factors(h):
+    """The divisors Llama 3.1's converter writes for rope_scaling {factor 8, low_freq_factor 1,
+    high_freq_factor 4, original_max_position_embeddings 8192}: 1 for the fast pairs, 8 for the slow."""
+    hd, base = h["head_dim"], h["rope_base"]
+    factor, low, high, old = 8.0, 1.0, 4.0, 8192.0
+    out = []
+    for i in range(0, hd, 2):
+        wavelen = 2 * np.pi * base ** (i / hd)
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write_tensor(f, noise, name, ne, ftype, h=None):
     """Write one tensor's data in chunks: 1-D tensors (norms, biases) as F32, matrices in ftype."""
+    if name == "rope_freqs.weight":
+        f.write(llama3_rope_factors(h).astype("<f4").tobytes())
+        return ne[0] * 4
     count = int(np.prod(ne))
     is_norm = len(ne) == 1 and "bias" not in name
     scale = 0.1 if len(ne) == 1 else (0.5 if name == "token_embd.weight" else 1.0 / np.sqrt(ne[0]))
@@ -211,6 +234,8 @@ def main():
     p.add_argument("--ftype", default="f16", choices=["f16", "f32"])
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--name", default=None)
+    p.add_argument("--rope-freqs", action="store_true",
+                   help="add Llama 3.1's rope_freqs.weight (llama3 rope scaling, factor 8)")
     a = p.parse_args()
 
     h = dict(SHAPES[a.shape]) if a.shape else dict(SHAPES["tiny"])
@@ -225,6 +250,7 @@ def main():
     h.setdefault("eps", 1e-6)
     h.setdefault("ctx", 32768)
     h["ftype"] = a.ftype
+    h["rope_freqs"] = a.rope_freqs
     if h["n_head"] % h["n_head_kv"]:
         sys.exit(f"mkmodel: n_head {h['n_head']} is not a multiple of n_head_kv {h['n_head_kv']}")
 
@@ -245,7 +271,7 @@ def main():
     with open(tmp, "wb") as f:
         f.write(head)
         for name, ne in tensors:
-            nbytes = write_tensor(f, noise, name, ne, a.ftype)
+            nbytes = write_tensor(f, noise, name, ne, a.ftype, h)
             f.write(b"\0" * ((-nbytes) % ALIGN))
     os.replace(tmp, a.out)
     n_params = sum(int(np.prod(ne)) for _, ne in tensors)

@@ -268,8 +268,10 @@ void mf_cpu_rms_norm_rows(const float *x, const float *w, float *y, int64_t nrow
 void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
     const float theta_scale = powf(rp->freq_base, -2.0f / (float)rp->n_dims);
     float theta = (float)pos;
+    const float *ff = rp->freq_factors;
     for (int32_t i = 0; i < rp->n_dims / 2; i++) {
-        float th = rp->freq_scale * theta;
+        /* as llama.cpp's rope cache: the factor divides the angle before the frequency scale */
+        float th = rp->freq_scale * (ff ? theta / ff[i] : theta);
         cs[2 * i] = cosf(th);
         cs[2 * i + 1] = sinf(th);
         theta *= theta_scale;

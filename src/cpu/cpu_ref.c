@@ -35,6 +35,7 @@ void mf_cpu_rope_head_ref(const mf_rope_params *rp, int32_t pos, const float *x,
     int32_t half = rp->n_dims / 2;
     for (int32_t i = 0; i < half; i++) {
         double theta = pos * (double)rp->freq_scale * pow(rp->freq_base, -2.0 * i / rp->n_dims);
+        if (rp->freq_factors) theta /= rp->freq_factors[i];
         int32_t a = rp->mode == MF_ROPE_NEOX ? i : 2 * i;
         int32_t b = rp->mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
         y[a] = (float)(x[a] * cos(theta) - x[b] * sin(theta));

@@ -60,7 +60,10 @@ typedef enum mf_rope_mode { MF_ROPE_NORMAL = 0, MF_ROPE_NEOX = 2 } mf_rope_mode;
 typedef struct mf_rope_params {
     int32_t mode;   /* mf_rope_mode: NORMAL rotates (x[2i], x[2i+1]); NEOX (x[i], x[i + n_dims/2]) */
     int32_t n_dims; /* rotated dims per head (<= head_dim); the rest pass through */
-    float freq_base, freq_scale; /* theta_i = pos * freq_scale * base^(-2i/n_dims) */
+    float freq_base, freq_scale; /* theta_i = pos * freq_scale * base^(-2i/n_dims) / ff[i] */
+    /* ff: n_dims/2 frequency factors (Llama 3.1+ "rope_freqs.weight", the llama3 rope scaling baked
+     * into the file), each dividing its pair's angle; NULL: all 1 */
+    const float *freq_factors;
 } mf_rope_params;
 
 typedef struct mf_attn_params {

@@ -27,6 +27,7 @@ static json_t *rope_json(const mf_rope_params *r) {
     json_object_set_new(o, "n_dims", json_integer(r->n_dims));
     json_object_set_new(o, "freq_base", json_real(r->freq_base));
     json_object_set_new(o, "freq_scale", json_real(r->freq_scale));
+    json_object_set_new(o, "freq_factors", json_boolean(r->freq_factors != NULL));
     return o;
 }
 

@@ -185,11 +185,6 @@ static mf_status check_unused(mf_model *m) {
     int64_t n_unused = 0, first = -1;
     for (int64_t i = 0; i < m->n_weights; i++) {
         if (m->used[i]) continue;
-        if (!strcmp(m->weights[i].name, "rope_freqs.weight")) {
-            mf_log(MF_LOG_WARN, "tensor 'rope_freqs.weight' (RoPE frequency factors) is not applied: positions "
-                   "beyond the original training context may degrade");
-            continue;
-        }
         if (n_unused++ == 0) first = i;
     }
     if (n_unused)
@@ -219,6 +214,17 @@ static mf_status load_weights(mf_model *m) {
         (st = find_weight(m, "output.weight", E, V, false, &m->output)) ||
         (st = find_weight(m, "output.bias", V, 0, false, &m->output_b)))
         return st;
+    /* Llama 3.1+ files carry the llama3 rope scaling as one divisor per rotated pair. */
+    const mf_weight *ff = NULL;
+    if ((st = find_weight(m, "rope_freqs.weight", hp->rope.n_dims / 2, 0, false, &ff))) return st;
+    if (ff) {
+        const float *f = ff->data;
+        for (int32_t i = 0; i < hp->rope.n_dims / 2; i++)
+            if (!(f[i] > 0.0f) || !isfinite(f[i]))
+                return mf_fail(MF_ERR_FORMAT, "tensor 'rope_freqs.weight': factor %d is %g; factors must be finite "
+                               "and positive", i, (double)f[i]);
+        m->hp.rope.freq_factors = f;
+    }
     if (!m->output) m->output = m->tok_embd; /* tied embeddings: lm_head in the embedding's type */
     m->tied = m->output == m->tok_embd;
     m->layers = mf_calloc((size_t)hp->n_layer, sizeof *m->layers);

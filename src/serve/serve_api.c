@@ -254,8 +254,10 @@ static bool chat_messages(req_ctx *rc, const json_t *req, json_t **out) {
             json_decref(res);
             return false;
         }
+        /* null content (an assistant turn that only calls tools) as "": many templates concatenate
+         * the content unchecked, and "" reads as absent to those that test it */
         json_t *nm = json_pack("{s:s,s:o}", "role", !strcmp(role, "developer") ? "system" : role, "content",
-                               text ? text : json_null());
+                               text ? text : json_string(""));
         const json_t *calls = json_object_get(m, "tool_calls");
         if (json_is_array(calls)) {
             json_t *c = json_deep_copy(calls);

@@ -281,5 +281,13 @@ def test_smollm2_real_model():
         r = c.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Say just: hello"}],
                                       temperature=0, max_tokens=60)
         assert r.choices[0].finish_reason == "stop" and "<|im_end|>" not in r.choices[0].message.content
+        # a conversation with a tool call and its result, as agents send it back: the assistant turn's
+        # content is null (SmolLM2's template concatenates content unchecked)
+        turns = [{"role": "user", "content": "What is 6 times 7?"},
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "call_1", "type": "function", "function": {"name": "mul", "arguments": "{\"a\":6,\"b\":7}"}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+        r = c.chat.completions.create(model="smollm2", messages=turns, temperature=0, max_tokens=8)
+        assert r.choices[0].message.content and r.usage.prompt_tokens > 20
     finally:
         assert s.stop() == 0, s.stderr
