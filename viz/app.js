@@ -148,6 +148,7 @@ async function openFiles(files) {
     try {
       if (o.format === 'minfer-graph') { S.passes = []; S.generated = []; S.promptTokens = []; }
       loadObject(o, name);
+      if (o.format === 'minfer-graph') document.getElementById('model-name').textContent = `${name} (file)`;
       status(`opened ${name}`);
     } catch (e) { status(`${name}: ${e.message}`); }
   }

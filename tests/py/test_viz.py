@@ -222,7 +222,28 @@ def test_offline_samples_and_files(browser, tmp_path):
         ok = d.find_element(By.ID, "shape-check")
         assert ok.get_attribute("data-ok") == "true", (path, ok.text)
         d.execute_script("S.view = 'operators'; render()")
+    # a graph and its trace together (the trace's statistics colour the graph), then a file dropped
+    trace = tmp_path / "trace.json"
+    graph = tmp_path / "graph.json"
+    r = subprocess.run([BIN, "run", os.path.join(MODELS, "mini-qwen3.Q4_K.gguf"), PROMPT, "-n", "3",
+                        "--dump-graph-json", str(graph)], capture_output=True, text=True,
+                       env=dict(os.environ, MINFER_TRACE=str(trace)))
+    assert r.returncode == 0, r.stderr
+    runs = json.load(open(trace))["runs"]
+    d.find_element(By.ID, "file-input").send_keys(f"{trace}\n{graph}")
+    wait(d, "/opened/.test(document.getElementById('run-status').textContent) && S.passes.length > 0")
+    assert d.execute_script("return S.passes.map(p => p.kind)") == [r["kind"] for r in runs]
+    traced = d.execute_script("return document.querySelectorAll('.op-node text').length")
+    assert "rms" in d.find_element(By.ID, "ops-svg").text and traced > 0
     shot(d, "offline-file")
+    drop = files[1]
+    d.execute_script("""const dt = new DataTransfer();
+        dt.items.add(new File([arguments[0]], 'dropped.json', {type: 'application/json'}));
+        document.getElementById('view').dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true}));""",
+                     open(drop).read())
+    wait(d, "/dropped.json/.test(document.getElementById('run-status').textContent)")
+    assert d.execute_script("return S.graph().g.kind") == "decode"
+    assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == len(json.load(open(drop))["nodes"])
     assert errors(d) == []
 
 
