@@ -226,7 +226,11 @@ static void *run_thread(void *arg) {
     pthread_mutex_lock(&v->lock);
     for (;;) {
         while (!v->stopping && !v->job_stream) pthread_cond_wait(&v->wake, &v->lock);
-        if (v->stopping && !v->job_stream) break;
+        if (v->stopping) { /* a job handed over as the server stops is not run */
+            if (v->job_stream) mf_http_stream_release(v->job_stream);
+            v->job_stream = NULL;
+            break;
+        }
         v->stream = v->job_stream;
         v->job_stream = NULL;
         char *prompt = strdup(v->job_prompt);
@@ -236,11 +240,15 @@ static void *run_thread(void *arg) {
         pthread_mutex_unlock(&v->lock);
         v->last_pass = -1;
         if (prompt) run_job(v, prompt, n, temp, chat);
+        else push(v, "error", json_pack("{s:s}", "message", "out of memory"));
         free(prompt);
-        mf_http_stream_end(v->stream);
-        mf_http_stream_release(v->stream);
-        pthread_mutex_lock(&v->lock);
+        pthread_mutex_lock(&v->lock); /* viz_run_stop aborts v->stream under the lock: drop it first */
+        mf_http_stream *st = v->stream;
         v->stream = NULL;
+        pthread_mutex_unlock(&v->lock);
+        mf_http_stream_end(st);
+        mf_http_stream_release(st);
+        pthread_mutex_lock(&v->lock);
         v->busy = false;
     }
     pthread_mutex_unlock(&v->lock);

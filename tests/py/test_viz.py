@@ -289,3 +289,14 @@ def test_api_bad_requests(viz):
     assert '"type":"done"' in rest
     code, data = status_of(f"{viz}/api/layout", b"digraph g { a -> b; }", {"Content-Type": "text/vnd.graphviz"})
     assert code == 200 and set(json.loads(data)["nodes"]) == {"a", "b"}
+
+
+def test_stop_during_run():
+    """SIGTERM while a run streams: the run ends at its next node and the process exits 0."""
+    p = subprocess.Popen([BIN, "viz", MODEL, "--port", "0", "-t", "1", "--no-probe", "--max-tokens", "4096", "-c", "8192"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = re.search(r"listening on (http://\S+)", p.stdout.readline()).group(1)
+    with urllib.request.urlopen(f"{url}/api/run?prompt={urllib.parse.quote('word ' * 2000)}&n=4000", timeout=60) as r:
+        r.readline()
+        p.terminate()
+        assert p.wait(timeout=20 * SLOW) == 0, p.stderr.read()
