@@ -105,14 +105,23 @@ static void h_graph(mf_http_request *r, void *user) {
 #define LAYOUT_MAX_NODES 300
 
 #ifdef MINFER_VIZ_GVC
+/* Graphviz's messages go into the layout's error instead of stderr (under export_lock). */
+static char gv_message[256];
+static int gv_error(char *msg) {
+    snprintf(gv_message, sizeof gv_message, "%s", msg);
+    gv_message[strcspn(gv_message, "\r\n")] = 0;
+    return 0;
+}
+
 /* Lay a DOT graph out with Graphviz's dot engine: each node's box (centre x, y, width, height in
  * points, y downwards) by its DOT name, and each edge's spline control points. NULL (with the error
  * set) for text Graphviz cannot read or a graph past LAYOUT_MAX_NODES. */
 static json_t *layout_dot(viz *v, const char *dot) {
     pthread_mutex_lock(&v->export_lock); /* a GVC context is not thread-safe */
+    gv_message[0] = 0;
     Agraph_t *g = agmemread(dot);
     json_t *out = NULL;
-    if (!g) mf_set_error(MF_ERR_FORMAT, "layout: graphviz cannot read the DOT text");
+    if (!g) mf_set_error(MF_ERR_FORMAT, "layout: graphviz cannot read the DOT text: %s", gv_message);
     else if (agnnodes(g) > LAYOUT_MAX_NODES)
         mf_set_error(MF_ERR_RANGE, "layout: %d nodes, at most %d (collapse layers)", agnnodes(g), LAYOUT_MAX_NODES);
     else if (gvLayout(v->gvc, g, "dot") != 0) mf_set_error(MF_ERR_INTERNAL, "layout: graphviz's dot failed");
@@ -230,6 +239,7 @@ mf_status mf_viz_run(const mf_viz_params *params) {
     pthread_mutex_init(&v.lock, NULL);
     pthread_cond_init(&v.wake, NULL);
 #ifdef MINFER_VIZ_GVC
+    agseterrf(gv_error);
     v.gvc = gvContext();
 #endif
     mf_http_params hp = mf_http_default_params();
