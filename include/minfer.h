@@ -255,6 +255,32 @@ double mf_model_load_seconds(const mf_model *m);
  * types, agreeing with llama.cpp to ~1e-4 NMSE). Either way results are batch invariant. */
 typedef enum mf_float_order { MF_ORDER_EXACT = 0, MF_ORDER_FAST } mf_float_order;
 
+/* What a context tells mf_context_params.node_callback after each node of a forward pass (the
+ * graph viewer's live run). Node ids are those of mf_context_dump_graph's export for a pass of the
+ * same size (n_tokens rounded up to graph_tokens), so events line up with a graph export. */
+typedef struct mf_node_event {
+    int32_t pass;          /* forward passes of this context before this one (0 for the first) */
+    int32_t id;            /* node id in the graph export */
+    const char *name;      /* "attn_norm-3", ... */
+    const char *op;        /* op name as in the export: "matmul", "rms_norm", ... */
+    bool decode;           /* a one-token graph (a decode step); else a prefill chunk */
+    int32_t n_tokens;      /* real tokens of the pass (the rest of graph_tokens is padding) */
+    int32_t graph_tokens;  /* the graph's token count */
+    double seconds;        /* wall time of the node (the callback's own time not counted) */
+    uint64_t bytes;        /* bytes the node reads and writes: weights, sources, output, and for attention
+                            * the K/V cells it reads (an estimate: n_used cells of the cache) */
+    uint64_t macs;         /* multiply-accumulates of matmul and attention; 0 for the other ops */
+    int64_t ne[4];         /* output shape, ne[0] fastest, as in the export */
+    int64_t count;         /* output values of the real tokens (padding rows left out) */
+    double min, max, mean, rms; /* over the finite values among them; NaN when there are none */
+    int64_t n_nan, n_inf;
+    const float *data;     /* the count output values (ne[0] fastest), valid during the call only; NULL
+                            * for integer outputs */
+} mf_node_event;
+/* Runs on the thread in mf_context_decode, after the node and before the next; it must not call
+ * back into the context. */
+typedef void (*mf_node_callback)(const mf_node_event *ev, void *user);
+
 typedef struct mf_context_params {
     int32_t n_ctx;      /* KV cache cells (tokens of context); 0: the model's context length */
     int32_t n_ubatch;   /* prefill chunk: longer inputs run in chunks of this many tokens (default 512) */
@@ -268,6 +294,11 @@ typedef struct mf_context_params {
      * values (real tokens only) as raw f32 files there. */
     const char *trace_path;
     const char *trace_dump_dir;
+    /* Called after every executed node of every forward pass (inputs, views and the KV store have
+     * no event); NULL (default): not called, and nothing is measured or computed for it. The
+     * statistics cost one pass over each output; nothing is allocated per call. */
+    mf_node_callback node_callback;
+    void *node_callback_user;
 } mf_context_params;
 
 mf_context_params mf_context_default_params(void);

@@ -12,6 +12,9 @@ apt_pkgs+=(libcurl4-openssl-dev libssl-dev)
 # `minfer chat`: libedit for line editing and history, libxxhash for the session files' checksums,
 # tmux for the REPL tests that drive a real terminal.
 apt_pkgs+=(libedit-dev libxxhash-dev tmux)
+# `minfer viz`: Graphviz's libgvc lays the graph out; tests/py/test_viz.py drives the page in a
+# headless Chromium through chromedriver (selenium).
+apt_pkgs+=(libgraphviz-dev chromium chromium-driver)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,9 +34,11 @@ py_pkgs=(numpy gguf tokenizers jinja2 pytest openai)
 py_pkgs+=(huggingface_hub)
 # pexpect: tests/py/test_chat.py drives the REPL through a pseudo-terminal.
 py_pkgs+=(pexpect)
+# selenium: tests/py/test_viz.py drives Chromium.
+py_pkgs+=(selenium)
 missing_py() {
   local m out=()
-  for m in numpy gguf tokenizers jinja2 pytest openai huggingface_hub pexpect; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
+  for m in numpy gguf tokenizers jinja2 pytest openai huggingface_hub pexpect selenium; do python3 -c "import $m" 2>/dev/null || out+=("$m"); done
   echo "${out[@]:-}"
 }
 if [ -n "$(missing_py)" ]; then

@@ -38,6 +38,7 @@
     X("download", cmd_pull, "the same as pull")                                                   \
     X("list", cmd_list, "the cached models (Hugging Face cache, Ollama's folder): name, source, type, size, path") \
     X("rm", cmd_rm, "remove a cached model and the blobs nothing else uses")                      \
+    X("viz", cmd_viz, "the compute graph in the browser, live: Operators, Pipeline and Shape flow views") \
 
 #define MF_CLI_DECLARE(name, fn, help) int fn(int argc, char **argv);
 MF_CLI_COMMANDS(MF_CLI_DECLARE)

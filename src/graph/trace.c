@@ -94,16 +94,12 @@ static void dump_node(const mf_trace *t, const mf_node *n, int32_t id, int64_t c
     fclose(f);
 }
 
-void mf_trace_node(void *ud, const mf_graph *g, int32_t id) {
-    mf_trace *t = ud;
-    const mf_node *n = &g->nodes[id];
-    if (!t->cur_nodes || !n->data) return;
+void mf_node_stats_compute(const mf_node *n, int32_t n_real, int32_t n_graph_tokens, mf_node_stats *s) {
     /* Rows of padding tokens are the tail of the outermost dimension that equals the token count. */
     int64_t total = mf_node_nelements(n), count = total;
     int outer = 3;
     while (outer > 0 && n->ne[outer] == 1) outer--;
-    if (n->ne[outer] == t->n_graph_tokens && t->n_real < t->n_graph_tokens)
-        count = total / n->ne[outer] * t->n_real;
+    if (n->ne[outer] == n_graph_tokens && n_real < n_graph_tokens) count = total / n->ne[outer] * n_real;
     double mn = INFINITY, mx = -INFINITY, sum = 0.0, sq = 0.0;
     int64_t nan = 0, inf = 0, finite = 0;
     for (int64_t i = 0; i < count; i++) {
@@ -116,18 +112,29 @@ void mf_trace_node(void *ud, const mf_graph *g, int32_t id) {
         sum += v;
         sq += v * v;
     }
-    if (t->dump_dir && n->type == MF_TYPE_F32) dump_node(t, n, id, count);
+    *s = (mf_node_stats){.count = count, .nan = nan, .inf = inf, .min = finite ? mn : NAN,
+                         .max = finite ? mx : NAN, .mean = finite ? sum / (double)finite : NAN,
+                         .rms = finite ? sqrt(sq / (double)finite) : NAN};
+}
+
+void mf_trace_node(void *ud, const mf_graph *g, int32_t id) {
+    mf_trace *t = ud;
+    const mf_node *n = &g->nodes[id];
+    if (!t->cur_nodes || !n->data) return;
+    mf_node_stats s;
+    mf_node_stats_compute(n, t->n_real, t->n_graph_tokens, &s);
+    if (t->dump_dir && n->type == MF_TYPE_F32) dump_node(t, n, id, s.count);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(id));
     json_object_set_new(o, "name", json_string(n->name));
     json_object_set_new(o, "op", json_string(mf_op_name(n->op)));
-    json_object_set_new(o, "count", json_integer(count));
-    json_object_set_new(o, "min", num(finite ? mn : NAN));
-    json_object_set_new(o, "max", num(finite ? mx : NAN));
-    json_object_set_new(o, "mean", num(finite ? sum / (double)finite : NAN));
-    json_object_set_new(o, "rms", num(finite ? sqrt(sq / (double)finite) : NAN));
-    json_object_set_new(o, "nan", json_integer(nan));
-    json_object_set_new(o, "inf", json_integer(inf));
+    json_object_set_new(o, "count", json_integer(s.count));
+    json_object_set_new(o, "min", num(s.min));
+    json_object_set_new(o, "max", num(s.max));
+    json_object_set_new(o, "mean", num(s.mean));
+    json_object_set_new(o, "rms", num(s.rms));
+    json_object_set_new(o, "nan", json_integer(s.nan));
+    json_object_set_new(o, "inf", json_integer(s.inf));
     json_array_append_new(t->cur_nodes, o);
 }
 

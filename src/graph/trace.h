@@ -9,6 +9,15 @@
 
 typedef struct mf_trace mf_trace;
 
+/* Statistics of a node's output over the rows of real tokens; min/max/mean/rms over the finite
+ * values (NaN when there are none). Shared with the context's per-node callback. */
+typedef struct mf_node_stats {
+    int64_t count, nan, inf;
+    double min, max, mean, rms;
+} mf_node_stats;
+/* The first n_real of n_graph_tokens token rows are real; n's data must be set. */
+void mf_node_stats_compute(const mf_node *n, int32_t n_real, int32_t n_graph_tokens, mf_node_stats *s);
+
 /* dump_dir (may be NULL): also write each traced node's real-token values there as raw f32. */
 mf_status mf_trace_create(const char *path, const char *dump_dir, mf_trace **out);
 /* Write the JSON file and free; returns the write status. Accepts NULL (MF_OK). */

@@ -49,6 +49,10 @@ struct mf_context {
     size_t bcap;
     mf_kv_view_buf views; /* the attention view of a chunk (kv.h) */
     mf_trace *trace;
+    /* The per-node observer (node_callback and the trace share one scheduler hook). */
+    int32_t n_passes;     /* forward passes run so far */
+    int32_t obs_real, obs_graph; /* the running pass: real and graph token counts */
+    double obs_t;         /* when the node being observed started */
 };
 
 mf_context_params mf_context_default_params(void) {
@@ -252,6 +256,49 @@ static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, c
     return MF_OK;
 }
 
+/* Bytes a node moves and its multiply-accumulates, for the node callback's achieved GB/s and GMAC/s:
+ * weights it reads (all rows for a matmul, the looked-up rows for get_rows), its sources and its
+ * output as F32/I32, and for attention the K and V of the cache's occupied cells. */
+static void node_cost(const mf_context *c, const mf_graph *g, const mf_node *n, uint64_t *bytes, uint64_t *macs) {
+    uint64_t b = (uint64_t)mf_node_nelements(n) * 4, m = 0;
+    for (int s = 0; s < n->n_src; s++) b += (uint64_t)mf_node_nelements(&g->nodes[n->src[s]]) * 4;
+    if (n->op == MF_OP_MATMUL || n->op == MF_OP_RMS_NORM) {
+        const mf_weight *w = n->op == MF_OP_MATMUL ? n->p.mm.w : n->p.norm.w;
+        if (w) b += (uint64_t)w->row_bytes * (uint64_t)(w->ne[1] * w->ne[2] * w->ne[3]);
+        if (n->op == MF_OP_MATMUL) m = (uint64_t)w->ne[0] * (uint64_t)w->ne[1] * (uint64_t)n->ne[1];
+    } else if (n->op == MF_OP_GET_ROWS && n->n_src == 1 && n->p.mm.w) {
+        b += (uint64_t)n->p.mm.w->row_bytes * (uint64_t)n->ne[1];
+    } else if (n->op == MF_OP_ATTENTION) {
+        const mf_attn_params *a = &n->p.attn;
+        const uint64_t cells = (uint64_t)c->kv.n_used, kv_elt = c->kv.type == MF_TYPE_F32 ? 4 : 2;
+        b += 2 * cells * (uint64_t)a->n_head_kv * (uint64_t)a->head_dim * kv_elt;
+        m = 2 * cells * (uint64_t)a->n_head * (uint64_t)a->head_dim * (uint64_t)c->obs_real;
+    }
+    *bytes = b;
+    *macs = m;
+}
+
+/* The scheduler hook while a trace or a node callback is set. */
+static void observe_node(void *ud, const mf_graph *g, int32_t id) {
+    mf_context *c = ud;
+    const double t_done = mf_time_s();
+    if (c->trace) mf_trace_node(c->trace, g, id);
+    const mf_node *n = &g->nodes[id];
+    if (c->p.node_callback && n->data) {
+        mf_node_stats s;
+        mf_node_stats_compute(n, c->obs_real, c->obs_graph, &s);
+        mf_node_event ev = {.pass = c->n_passes, .id = id, .name = n->name, .op = mf_op_name(n->op),
+                            .decode = c->obs_graph == 1, .n_tokens = c->obs_real, .graph_tokens = c->obs_graph,
+                            .seconds = t_done - c->obs_t, .count = s.count, .min = s.min, .max = s.max,
+                            .mean = s.mean, .rms = s.rms, .n_nan = s.nan, .n_inf = s.inf,
+                            .data = n->type == MF_TYPE_F32 ? n->data : NULL};
+        memcpy(ev.ne, n->ne, sizeof ev.ne);
+        node_cost(c, g, n, &ev.bytes, &ev.macs);
+        c->p.node_callback(&ev, c->p.node_callback_user);
+    }
+    c->obs_t = mf_time_s(); /* the next node starts now: observing is not counted in its time */
+}
+
 /* One chunk of at most n_ubatch tokens with reserved cells; logits of its wanted tokens go to rows
  * out_row.. */
 static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const int32_t *pos, const int32_t *seq,
@@ -280,7 +327,12 @@ static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const i
     for (int32_t r = k; r < nob; r++) rows[r] = rows[k - 1];
     if (g->inputs[MF_INPUT_OUT_IDS] >= 0) memcpy(g->nodes[g->inputs[MF_INPUT_OUT_IDS]].data, rows, (size_t)nob * 4);
     if (c->trace) mf_trace_begin(c->trace, g, nb == 1 ? "decode" : "prefill", n, nb);
-    st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, cg->work, c->trace ? mf_trace_node : NULL, c->trace);
+    const bool observe = c->trace || c->p.node_callback;
+    c->obs_real = n;
+    c->obs_graph = nb;
+    c->obs_t = observe ? mf_time_s() : 0.0;
+    st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, cg->work, observe ? observe_node : NULL, c);
+    c->n_passes++;
     c->kv.view = (mf_kv_view){NULL, NULL};
     if (st) return st;
     const int32_t V = c->m->hp.n_vocab;

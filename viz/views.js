@@ -1,0 +1,227 @@
+// views.js: the Operators view (the layered tensor grid: a box per op, an edge per tensor flow, laid
+// out by Graphviz on the server or the ranked fallback offline) and the Pipeline view (stages derived
+// from the export, the layer loop collapsed as xN, drill-down with Back). Both read S, the one state
+// object (app.js), and render from it.
+'use strict';
+
+const SVGNS = 'http://www.w3.org/2000/svg';
+const el = (tag, attrs = {}, text) => {
+  const e = tag.startsWith('svg:') ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+
+// Statistics of node id in the pass shown (the latest pass of the graph's kind), or null.
+function nodeStats(id) {
+  const p = S.shownPass();
+  return p ? p.nodes.get(id) || null : null;
+}
+
+// ---- Operators ----
+
+function renderOperators(root) {
+  const A = S.graph();
+  if (!A) { root.append(el('p', { class: 'hint' }, 'No graph yet: run a prompt, pick a sample or open a graph JSON.')); return; }
+  const open = S.openLayers(), vg = MG.viewGraph(A, open);
+  const lay = S.layout(vg) || MG.fallbackLayout(vg);
+  const svg = el('svg:svg', { id: 'ops-svg', width: lay.width + 40, height: lay.height + 40 });
+  const gEdges = el('svg:g'), gNodes = el('svg:g');
+  svg.append(gEdges, gNodes);
+  const edges = lay.edges || vg.edges.map(([a, b]) => [a, b, null]);
+  for (const [ka, kb, pts] of edges) {
+    const a = lay.nodes[ka], b = lay.nodes[kb];
+    if (!a || !b) continue;
+    // Graphviz gives a cubic B-spline: p0, then three points per segment
+    const d = pts && pts.length >= 8 ? `M${pts[0]},${pts[1]} C` + pts.slice(2).join(',') : `M${a[0]},${a[1] + a[3] / 2} L${b[0]},${b[1] - b[3] / 2}`;
+    gEdges.append(el('svg:path', { class: 'edge', d }));
+  }
+  let count = 0, closed = 0;
+  for (const it of vg.items) {
+    const box = lay.nodes[it.key];
+    if (!box) continue;
+    const [x, y, w, h] = box;
+    const g = el('svg:g', { transform: `translate(${x - w / 2},${y - h / 2})` });
+    if (it.layer !== undefined) { // a closed layer: click to open (and lay out) it
+      g.setAttribute('class', 'op-node layer-box');
+      g.setAttribute('data-layer', it.layer);
+      g.append(el('svg:rect', { width: w, height: h, rx: 6, fill: '#ffe9c7', 'stroke-dasharray': '5 3' }));
+      g.append(el('svg:text', { x: 6, y: 18 }, `layer ${it.layer}: ${it.nodes.length} ops (click to open)`));
+      g.append(el('svg:text', { x: 6, y: 34 }, fmtMs(timeOf(it.nodes))));
+      g.addEventListener('click', () => { open.add(it.layer); render(); });
+      gNodes.append(g);
+      closed++;
+      continue;
+    }
+    const n = it.node, st = nodeStats(n.id);
+    const fill = st ? MG.magnitudeColor(st.rms) : n.is_output ? '#ffc680' : MG.BACKEND_COLOR[n.backend] || '#dde';
+    g.setAttribute('class', 'op-node' + (S.selected === n.id ? ' selected' : ''));
+    g.setAttribute('data-id', n.id);
+    g.append(el('svg:rect', { width: w, height: h, rx: 4, fill, 'stroke-dasharray': n.backend === 'CPU' ? '' : '4 2' }));
+    g.append(el('svg:text', { x: 4, y: 12 }, `${n.id} ${n.name}`));
+    g.append(el('svg:text', { x: 4, y: 24 }, `${n.op} ${MG.fmtShape(n.shape)}`));
+    if (st && st.t !== undefined) g.append(el('svg:text', { x: 4, y: 36 }, `${(st.t * 1e6).toFixed(0)} us  rms ${MG.fmt(st.rms, 3)}`));
+    else if (st) g.append(el('svg:text', { x: 4, y: 36 }, `rms ${MG.fmt(st.rms, 3)}`));
+    else if (n.weight) g.append(el('svg:text', { x: 4, y: 36 }, n.weight.type));
+    g.addEventListener('click', () => { S.selected = n.id; showNodePanel(n); render(); });
+    gNodes.append(g);
+    count++;
+  }
+  svg.setAttribute('data-nodes', count);
+  svg.setAttribute('data-closed', closed);
+  const crumbs = el('div', { class: 'crumbs', id: 'ops-crumbs' },
+    `${count} operators${closed ? `, ${closed} layers collapsed` : ''}, ${edges.length} tensor flows; layout: ${lay.engine} `);
+  for (const [id, label, fn] of [['ops-open-all', 'open all layers', () => A.layers.forEach((_, L) => open.add(L))],
+    ['ops-collapse', 'collapse layers', () => open.clear()]]) {
+    const b = el('button', { id }, label);
+    b.addEventListener('click', () => { fn(); render(); });
+    crumbs.append(b, ' ');
+  }
+  root.append(crumbs, svg);
+  setLegend([['CPU backend', MG.BACKEND_COLOR.CPU], ['logits', '#ffc680'], ['collapsed layer', '#ffe9c7'], ['small |x|', MG.magnitudeColor(1e-3)],
+    ['rms ~1', MG.magnitudeColor(1)], ['large |x|', MG.magnitudeColor(100)]], 'fill: backend; with a run, magnitude (log rms)');
+}
+
+// A small heatmap of a node's output (block means, rows = tokens) into a canvas.
+function heatCanvas(heat) {
+  const c = el('canvas', { class: 'heat', width: heat.c, height: heat.r });
+  const ctx = c.getContext('2d'), img = ctx.createImageData(heat.c, heat.r);
+  const vals = heat.v.filter((x) => x !== null), m = Math.max(1e-12, ...vals.map(Math.abs));
+  heat.v.forEach((x, i) => {
+    const t = x === null ? 0 : x / m; // -1 .. 1: blue .. white .. red
+    img.data[4 * i] = t > 0 ? 255 : 255 * (1 + t);
+    img.data[4 * i + 1] = 255 * (1 - Math.abs(t));
+    img.data[4 * i + 2] = t < 0 ? 255 : 255 * (1 - t);
+    img.data[4 * i + 3] = 255;
+  });
+  ctx.putImageData(img, 0, 0);
+  return c;
+}
+
+function showNodePanel(n) {
+  const p = document.getElementById('panel');
+  p.replaceChildren(el('h3', {}, `${n.id} ${n.name}`));
+  const rows = [['op', n.op], ['shape', MG.fmtShape(n.shape)], ['backend', n.backend], ['layer', n._layer],
+    ['stage', MG.STAGE_LABEL[n._stage] || n._stage], ['sources', n.src.join(', ')]];
+  if (n.weight) rows.push(['weight', `${n.weight.name} ${n.weight.type} ${MG.fmtShape(n.weight.shape)}`]);
+  const st = nodeStats(n.id);
+  if (st) {
+    const pass = S.shownPass();
+    rows.push(['pass', `${pass.index} (${pass.kind}, ${pass.n_tokens} tokens)`]);
+    if (st.t !== undefined) {
+      rows.push(['time', `${(st.t * 1e6).toFixed(1)} us`]);
+      rows.push(['bytes', `${(st.bytes / 1e6).toFixed(3)} MB -> ${(st.bytes / st.t / 1e9).toFixed(2)} GB/s`]);
+      if (st.macs) rows.push(['compute', `${(st.macs / st.t / 1e9).toFixed(2)} GMAC/s`]);
+      const roof = S.roofline();
+      if (roof.gbs > 0) {
+        // roofline: a node is bound by memory below the ridge (MACs per byte = peak / bandwidth)
+        const ai = st.macs / st.bytes, bound = Math.min(roof.gmacs, ai * roof.gbs);
+        rows.push(['roofline', `${(100 * st.bytes / st.t / 1e9 / roof.gbs).toFixed(0)} % of ${roof.what} ${roof.gbs.toFixed(1)} GB/s` +
+          (st.macs ? `; ${ai.toFixed(2)} MAC/byte: the roof is ${bound.toFixed(1)} GMAC/s (${ai * roof.gbs < roof.gmacs ? 'memory' : 'compute'} bound), reached ${(100 * st.macs / st.t / 1e9 / bound).toFixed(0)} %` : '')]);
+      }
+    }
+    rows.push(['min / max', `${MG.fmt(st.min)} / ${MG.fmt(st.max)}`], ['mean / rms', `${MG.fmt(st.mean)} / ${MG.fmt(st.rms)}`],
+      ['NaN / Inf', `${st.nan} / ${st.inf}`], ['values', st.count]);
+  }
+  const t = el('table', { class: 'stats' });
+  for (const [k, v] of rows) { const tr = el('tr'); tr.append(el('td', {}, k), el('td', {}, String(v))); t.append(tr); }
+  p.append(t);
+  if (st && st.heat) p.append(el('div', {}, 'output heatmap (rows: tokens, columns: features)'), heatCanvas(st.heat));
+  if (n.is_output) {
+    const pass = S.shownPass();
+    if (pass && pass.top5) {
+      p.append(el('h4', {}, 'logits top-5'));
+      for (const c of pass.top5) p.append(el('div', {}, `${c.token} ${JSON.stringify(c.text || '')}  ${MG.fmt(c.logit)}`));
+    }
+  }
+}
+
+// ---- Pipeline ----
+
+// Seconds of a set of nodes in the shown pass (0 when there is no run).
+function timeOf(nodes) { let t = 0; for (const n of nodes) { const s = nodeStats(n.id); if (s && s.t) t += s.t; } return t; }
+const fmtMs = (t) => (t > 0 ? `${(t * 1e3).toFixed(2)} ms` : '');
+
+function stageBox(label, sub, cls, onClick, attrs = {}) {
+  const b = el('div', Object.assign({ class: 'stage ' + (cls || '') }, attrs));
+  b.append(el('div', {}, label));
+  if (sub) b.append(el('div', { class: 't' }, sub));
+  if (onClick) b.addEventListener('click', onClick);
+  return b;
+}
+const arrow = () => el('span', { class: 'arrow' }, '\u2192');
+
+function renderPipeline(root) {
+  const A = S.graph();
+  if (!A) { root.append(el('p', { class: 'hint' }, 'No graph yet.')); return; }
+  const path = S.pipePath; // [] top; ['layers'] the layer list; ['layer', L]; ['stage', L, stage]
+  const crumbs = el('div', { class: 'crumbs' });
+  if (path.length) {
+    const back = el('button', { id: 'back-btn' }, '\u2190 Back');
+    back.addEventListener('click', () => { S.pipePath = path[0] === 'stage' ? ['layer', path[1]] : path[0] === 'layer' ? ['layers'] : []; render(); });
+    crumbs.append(back, ' ');
+  }
+  crumbs.append(['pipeline', ...(path[0] === 'layers' ? ['layers'] : path[0] === 'layer' ? ['layers', `layer ${path[1]}`] :
+    path[0] === 'stage' ? ['layers', `layer ${path[1]}`, MG.STAGE_LABEL[path[2]]] : [])].join(' / '));
+  root.append(crumbs);
+  const box = el('div', { class: 'pipeline', id: 'pipeline' });
+  root.append(box);
+  const d = A.dims;
+  if (!path.length) {
+    const top = [['input', 'Input'], ['embedding', 'Embedding']];
+    for (const [k, label] of top) box.append(stageBox(label, fmtMs(timeOf(A.top[k])), '', () => { S.pipePath = ['stage', -1, k]; render(); }, { 'data-stage': k }), arrow());
+    const all = A.layers.flat();
+    box.append(stageBox(`[layer loop] \u00d7 ${d.n_layer}`, 'RMSNorm \u2192 Attention \u2192 +Residual \u2192 RMSNorm \u2192 FFN \u2192 +Residual ' + fmtMs(timeOf(all)),
+      'layers', () => { S.pipePath = ['layers']; render(); }, { 'data-stage': 'layers' }), arrow());
+    for (const [k, label] of [['final_norm', 'Final RMSNorm'], ['logits', 'Logits']])
+      box.append(stageBox(label, fmtMs(timeOf(A.top[k])), '', () => { S.pipePath = ['stage', -1, k]; render(); }, { 'data-stage': k }), arrow());
+    box.append(stageBox('Sampler', S.lastToken ? `\u2192 ${JSON.stringify(S.lastToken.text)}` : '', '', null, { 'data-stage': 'sampler' }));
+    setLegend([['stage', '#eef'], ['collapsed layers (click to open)', '#ffe9c7']], `${d.n_layer} layers, n_embd ${d.n_embd}, ${d.n_head} heads (${d.n_head_kv} KV) \u00d7 ${d.head_dim}, n_ff ${d.n_ff}, vocab ${d.n_vocab}`);
+  } else if (path[0] === 'layers') {
+    A.layers.forEach((nodes, L) => box.append(stageBox(`layer ${L}`, `${nodes.length} ops ${fmtMs(timeOf(nodes))}`, 'layers',
+      () => { S.pipePath = ['layer', L]; render(); }, { 'data-stage': `layer-${L}` })));
+    setLegend([['a layer (click to open)', '#ffe9c7']], 'time per layer from the shown pass');
+  } else if (path[0] === 'layer') {
+    const L = path[1];
+    MG.LAYER_STAGES.forEach((k, i) => {
+      const nodes = MG.stageNodes(A, L, k);
+      if (i) box.append(arrow());
+      box.append(stageBox(MG.STAGE_LABEL[k], `${nodes.length} ops ${fmtMs(timeOf(nodes))}`, '', () => { S.pipePath = ['stage', L, k]; render(); }, { 'data-stage': k }));
+    });
+    setLegend([['stage of layer ' + L, '#eef']], 'click a stage for its operators');
+  } else {
+    const [, L, k] = path;
+    for (const n of MG.stageNodes(A, L, k)) {
+      const st = nodeStats(n.id);
+      box.append(stageBox(`${n.name}`, `${n.op} ${MG.fmtShape(n.shape)}${n.weight ? ' ' + n.weight.type : ''} ${st && st.t ? fmtMs(st.t) : ''}`, '',
+        () => { S.selected = n.id; showNodePanel(n); }, { 'data-node': n.id }));
+    }
+    setLegend([['operator (click for stats)', '#eef']], `${MG.STAGE_LABEL[k]}${L >= 0 ? ' of layer ' + L : ''}`);
+  }
+  // where the time goes: one decode step's nodes as a timeline
+  const pass = S.shownPass();
+  if (pass && pass.nodes.size) {
+    const tl = el('div', { class: 'timeline', id: 'timeline' });
+    const total = [...pass.nodes.values()].reduce((a, s) => a + (s.t || 0), 0);
+    tl.append(el('div', {}, `timeline of pass ${pass.index} (${pass.kind}): ${fmtMs(total)}`));
+    const bars = el('div', { style: 'width:100%;white-space:nowrap;overflow:hidden' });
+    for (const [id, s] of pass.nodes) {
+      const n = A.byId.get(id);
+      bars.append(el('span', { class: 'bar', title: `${n ? n.name : id}: ${(s.t * 1e6).toFixed(0)} us`,
+        style: `width:${(100 * (s.t || 0) / total).toFixed(3)}%;background:${n && n.op === 'matmul' ? '#79c' : n && n.op === 'attention' ? '#c97' : '#9b9'}` }));
+    }
+    tl.append(bars);
+    root.append(tl);
+  }
+}
+
+function setLegend(items, text) {
+  const l = document.getElementById('legend');
+  l.replaceChildren();
+  for (const [label, color] of items) {
+    const s = el('span', { class: 'legend-item' });
+    s.append(el('span', { class: 'swatch', style: `background:${color}` }), label);
+    l.append(s);
+  }
+  if (text) l.append(el('span', {}, text));
+}
