@@ -14,6 +14,7 @@ const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
         case MF_TYPE_Q4_K: return repacked ? mf_cpu_gemm_q4_K_avx2() : NULL;
         case MF_TYPE_Q5_0: return mf_cpu_gemm_q5_0_avx2();
         case MF_TYPE_Q8_0: return mf_cpu_gemm_q8_0_avx2();
+        case MF_TYPE_Q6_K: return mf_cpu_gemm_q6_K_avx2();
         default: return NULL;
         }
     }
