@@ -9,12 +9,12 @@ static inline __attribute__((always_inline)) __m256i load_q8_0(const uint8_t *bl
 
 static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
                                            uint8_t *panel) {
-    q8a_pack(w, ob, nr, i0, i1, panel, sizeof(mf_block_q8_0), load_q8_0);
+    q8a_pack(false, w, ob, nr, i0, i1, panel, sizeof(mf_block_q8_0), load_q8_0);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    q8a_run(pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8a_run(false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q8a_scratch_size, .run = run};
