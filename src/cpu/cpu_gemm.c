@@ -17,6 +17,7 @@ const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
         case MF_TYPE_Q6_K: return mf_cpu_gemm_q6_K_avx2();
         case MF_TYPE_Q4_1: return mf_cpu_gemm_q4_1_avx2();
         case MF_TYPE_Q5_1: return mf_cpu_gemm_q5_1_avx2();
+        case MF_TYPE_Q5_K: return mf_cpu_gemm_q5_K_avx2();
         default: return NULL;
         }
     }
