@@ -92,13 +92,13 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t cn,
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < cn; i++, panel += PBLK) {
         const __m256i *p = (const __m256i *)panel;
-        __m256i acc[TT];
+        __m256i acc[TT] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int k = 0; k < 8; k++) {
             const __m256i wk = _mm256_load_si256(p + k);
             for (int t = 0; t < T; t++) {
                 const __m256i a = _mm256_set1_epi32(*(const i32_alias *)(q + ((size_t)t * cn + i) * 32 + 4 * k));
                 const __m256i m = _mm256_maddubs_epi16(wk, a);
-                acc[t] = k ? _mm256_add_epi16(acc[t], m) : m;
+                acc[t] = _mm256_add_epi16(acc[t], m);
             }
         }
         const __m256 dw = _mm256_load_ps((const float *)(p + 8));

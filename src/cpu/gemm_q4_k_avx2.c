@@ -88,21 +88,20 @@ static inline __attribute__((always_inline)) void tile(const int T, const uint8_
         const __m256i *p = (const __m256i *)panel;
         const __m256 dw = _mm256_load_ps((const float *)(p + 76));
         for (int c = 0; c < 4; c++) {
-            __m256i isum[KA_TILE];
+            __m256i isum[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int h = 0; h < 2; h++) {
                 const int j = 2 * c + h;
-                __m256i acc[KA_TILE];
+                __m256i acc[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
                 for (int k = 0; k < 8; k++) {
                     const __m256i wk = _mm256_load_si256(p + 8 * j + k);
                     for (int t = 0; t < T; t++) {
                         const __m256i m = _mm256_maddubs_epi16(wk, mf_avx2_bcast4(a[t][i].qs + 32 * j + 4 * k));
-                        acc[t] = k ? _mm256_add_epi16(acc[t], m) : m;
+                        acc[t] = _mm256_add_epi16(acc[t], m);
                     }
                 }
                 const __m256i scj = _mm256_load_si256(p + 64 + j);
                 for (int t = 0; t < T; t++) {
-                    const __m256i v = _mm256_madd_epi16(acc[t], scj);
-                    isum[t] = h ? _mm256_add_epi32(isum[t], v) : v;
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], scj));
                 }
             }
             for (int t = 0; t < T; t++)
