@@ -101,13 +101,25 @@ def stats(samples):
     return mean, sd
 
 
+def cpu_model():
+    """The processor's model name (Linux /proc/cpuinfo), or "unknown"."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def render(results, started, loads, args):
     """The markdown table. Best-of columns beside the means: on a shared machine other work only ever
     slows a run down, so the fastest repetition is the least disturbed one."""
     lines = [f"minfer vs llama.cpp, {started}; threads {args.t}; {args.rounds} rounds x {args.r} repetitions per "
              f"program, alternating; 1-minute load average during the run: {min(loads, key=float)}.."
              f"{max(loads, key=float)} "
-             f"({os.cpu_count()} CPUs)", ""]
+             f"({os.cpu_count()} CPUs); CPU {cpu_model()}; minfer kernels MINFER_ISA={os.environ.get('MINFER_ISA', 'auto')}",
+             ""]
     lines += ["| model | test | minfer t/s | llama.cpp t/s | ratio | best minfer | best llama.cpp | ratio of best "
               "| minfer achieved (best) | minfer peak RSS | llama.cpp peak RSS |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -385,6 +385,60 @@ static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, or
 }
 ORDERED_DOT(dot_q4_K_rp, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp, fin_s_sm)
 
+/* ---- eight plain-order rows against one activation row (dot8, decode) ----
+ * Q8_0 and Q5_0: row r keeps st_q8_0's / st_q5_0's float steps in its own eight-lane accumulator;
+ * the eight chains run side by side (one dependent fma chain per row stalls on its latency), the
+ * activation block and its scale are loaded once for the eight rows, the rows' eight weight scales
+ * converted in one instruction. Eight rows advancing a block at a time defeat the hardware
+ * prefetchers, so a later group of eight rows is prefetched linearly (rows contiguous: ws = row
+ * bytes), 8 * block bytes per block: the group after next where a group is under 8 KB (a 896-wide
+ * model), else the next. A prefetch past the weights never faults. */
+static inline __m256 scales8_avx2(const uint8_t *w, size_t ws, size_t bi) {
+    uint64_t lo = 0, hi = 0;
+    for (int r = 0; r < 4; r++) {
+        uint16_t x, y;
+        memcpy(&x, w + (size_t)r * ws + bi, 2), memcpy(&y, w + (size_t)(r + 4) * ws + bi, 2);
+        lo |= (uint64_t)x << 16 * r, hi |= (uint64_t)y << 16 * r;
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* The signed weight bytes of a Q8_0 or Q5_0 block, as st_q8_0 / st_q5_0 form them. */
+static inline __m256i signed_w(bool q5, const uint8_t *b) {
+    if (!q5) return load32(((const mf_block_q8_0 *)b)->qs);
+    const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
+    return _mm256_sub_epi8(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_set1_epi8(16));
+}
+
+static inline __attribute__((always_inline)) void dot8_signed32(bool q5, int64_t n, const uint8_t *w, size_t ws,
+                                                                 const mf_block_q8_0 *a, float *out) {
+    const size_t bs = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
+    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const int lines = (int)((8 * bs + 63) / 64);
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
+        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        const __m256i av = load32(a[i].qs);
+        /* d_w * d_a of row r in lane r: the product dprod forms */
+        float d[8];
+        _mm256_storeu_ps(d, _mm256_mul_ps(scales8_avx2(w, ws, (size_t)i * bs), _mm256_set1_ps(h2f(a[i].d))));
+        for (int r = 0; r < 8; r++) {
+            const __m256i x = signed_w(q5, w + (size_t)r * ws + (size_t)i * bs);
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d + r), _mm256_cvtepi32_ps(lanes_ss(x, av)), acc[r]);
+        }
+    }
+    for (int r = 0; r < 8; r++) out[r] = hsum8(acc[r]);
+}
+
+static void dot_q8_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_signed32(false, n, w, ws, a, out);
+}
+static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8_signed32(true, n, w, ws, a, out);
+}
+
 #define ORD_PAIR(fn)                                                                                                   \
     (mf_cpu_ordered_dots) { fn, fn##_x4, NULL }
 
@@ -398,9 +452,9 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
     case MF_TYPE_Q4_1: return ORD_PAIR(dot_q4_1);
-    case MF_TYPE_Q5_0: return ORD_PAIR(dot_q5_0);
+    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8};
     case MF_TYPE_Q5_1: return ORD_PAIR(dot_q5_1);
-    case MF_TYPE_Q8_0: return ORD_PAIR(dot_q8_0);
+    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);

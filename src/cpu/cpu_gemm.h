@@ -42,6 +42,16 @@ const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx512(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx512(void);
+/* AVX2 GEMMs (vpmaddubsw/vpmaddwd, no VNNI), bit for bit the same outputs as the AVX2 ordered dots:
+ * Q4_0 and Q4_K in the repacked order (rows a multiple of 8), Q5_0 and Q8_0 in the plain one, Q4_1, Q5_1, Q5_K and Q6_K too. */
+const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void);
 #endif
 
 #endif /* MF_CPU_GEMM_H */

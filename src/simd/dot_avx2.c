@@ -1,6 +1,6 @@
 /* dot_avx2.c: AVX2 dot products of the 32-value block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against
- * Q8_0/Q8_1 activations) and of the float formats (F32, F16, BF16 against the same format), with
- * their multi-row tile kernels. Compiled with -mavx2 -mfma -mf16c -mbmi2; the dispatcher calls
+ * Q8_0/Q8_1 activations), with their multi-row tile kernels (the float formats: dot_float_avx2.c).
+ * Compiled with -mavx2 -mfma -mf16c -mbmi2; the dispatcher calls
  * these only on CPUs that have them. Integer sums inside a block are exact; blocks are combined in
  * float, so results differ from the reference only by summation order. */
 #include "simd/simd_kernels.h"
@@ -189,58 +189,6 @@ TILE_GEMM(gemm_q5_0, B32_Q5_0, mf_block_q5_0)
 TILE_GEMM(gemm_q5_1, B32_Q5_1, mf_block_q5_1)
 TILE_GEMM(gemm_q8_0, B32_Q8_0, mf_block_q8_0)
 
-/* ---- float formats: any n, 32 values per step in four accumulators, scalar tail ---------------- */
-
-static float dot_f32_f32(int64_t n, const void *vw, const void *va) {
-    const float *w = vw, *a = va;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(a + i), acc[0]);
-    float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) s += w[i] * a[i];
-    return s;
-}
-
-static inline __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
-static float dot_f16_f16(int64_t n, const void *vw, const void *va) {
-    const uint16_t *w = vw, *a = va;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16x8(w + i + 8 * k), load_f16x8(a + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(a + i), acc[0]);
-    float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) s += mf_x86_h2f(w[i]) * mf_x86_h2f(a[i]);
-    return s;
-}
-
-/* bf16 is the top half of an f32: widen to 32 bits and shift left by 16. */
-static inline __m256 load_bf16x8(const uint16_t *p) {
-    __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-}
-
-static float dot_bf16_bf16(int64_t n, const void *vw, const void *va) {
-    const uint16_t *w = vw, *a = va;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_bf16x8(w + i + 8 * k), load_bf16x8(a + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_bf16x8(w + i), load_bf16x8(a + i), acc[0]);
-    float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) s += mf_bf16_to_f32(w[i]) * mf_bf16_to_f32(a[i]);
-    return s;
-}
-
-MF_SIMD_GEMM_FROM_DOT(gemm_f32, dot_f32_f32)
-MF_SIMD_GEMM_FROM_DOT(gemm_f16, dot_f16_f16)
-MF_SIMD_GEMM_FROM_DOT(gemm_bf16, dot_bf16_bf16)
 
 void mf_simd_register_avx2(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_0, Q8_0, dot_q4_0_q8_0, gemm_q4_0);
@@ -248,7 +196,4 @@ void mf_simd_register_avx2(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q5_0, Q8_0, dot_q5_0_q8_0, gemm_q5_0);
     MF_SIMD_SET_DOT(t, Q5_1, Q8_1, dot_q5_1_q8_1, gemm_q5_1);
     MF_SIMD_SET_DOT(t, Q8_0, Q8_0, dot_q8_0_q8_0, gemm_q8_0);
-    MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);
-    MF_SIMD_SET_DOT(t, F16, F16, dot_f16_f16, gemm_f16);
-    MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, gemm_bf16);
 }

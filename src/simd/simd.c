@@ -78,6 +78,7 @@ static void register_level(mf_simd_level level) {
         mf_simd_register_avx2(t);
         mf_simd_register_avx2_k(t);
         mf_simd_register_avx2_act(t);
+        mf_simd_register_avx2_float(t);
     }
     if (level == MF_SIMD_AVX512) {
         mf_simd_register_avx512(t);

@@ -1,0 +1,44 @@
+/* gemm_avx2_util.h: small AVX2 helpers shared by the AVX2 prefill GEMMs (8-row panels, one weight
+ * row per 32-bit lane). Included by *_avx2.c files only (AVX2 flags). */
+#ifndef MF_CPU_GEMM_AVX2_UTIL_H
+#define MF_CPU_GEMM_AVX2_UTIL_H
+
+#include "core/core.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* d[k] lane r = dword k of r[r], for 8 vectors of 8 dwords: rows r and 4 + r share a vector per
+ * half (dwords 0-3, 4-7), then a 4 x 4 transpose within each 128-bit lane. */
+static inline __attribute__((always_inline)) void mf_avx2_transpose8_i32(const __m256i r[8], __m256i d[8]) {
+    for (int h = 0; h < 2; h++) {
+        __m256i z[4];
+        for (int j = 0; j < 4; j++)
+            z[j] = h ? _mm256_permute2x128_si256(r[j], r[4 + j], 0x31) : _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
+        const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+        d[4 * h + 0] = _mm256_unpacklo_epi64(t0, t2);
+        d[4 * h + 1] = _mm256_unpackhi_epi64(t0, t2);
+        d[4 * h + 2] = _mm256_unpacklo_epi64(t1, t3);
+        d[4 * h + 3] = _mm256_unpackhi_epi64(t1, t3);
+    }
+}
+
+/* All-ones in the first nr of 8 lanes (maskload / maskstore of a partial panel's outputs). */
+static inline __m256i mf_avx2_row_mask(int nr) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Lane r = the int16 pair (lo[r], hi[r]) (vpmaddwd operands, one pair per row). */
+static inline __m256i mf_avx2_pairs16(const int16_t lo[8], const int16_t hi[8]) {
+    int32_t v[8];
+    for (int r = 0; r < 8; r++) v[r] = (int32_t)((uint32_t)(uint16_t)lo[r] | (uint32_t)(uint16_t)hi[r] << 16);
+    return _mm256_loadu_si256((const __m256i *)v);
+}
+
+typedef int32_t __attribute__((may_alias)) mf_avx2_i32_alias;
+
+/* The four bytes at p broadcast to every lane. */
+static inline __m256i mf_avx2_bcast4(const void *p) { return _mm256_set1_epi32(*(const mf_avx2_i32_alias *)p); }
+
+#endif /* MF_CPU_GEMM_AVX2_UTIL_H */

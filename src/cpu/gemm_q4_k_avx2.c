@@ -1,0 +1,178 @@
+/* gemm_q4_k_avx2.c: the Q4_K prefill GEMM for AVX2 without VNNI (see cpu_gemm.h), in the repacked
+ * order (dot_q4_K_rp in cpu_dot_order_avx2.c, twin mf_cpu_dot_q4_K_rp_ref): per super-block and pair
+ * c of sub-blocks, s = fma(isum_c, d_w * d_a, s) with isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1]
+ * (D[j]: sub-block j's nibbles times its activations), sm = fma(msum_c, dmin_w * d_a, sm) with
+ * msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its activation sum); the output is s - sm.
+ *
+ * Eight weight rows per vector (one per 32-bit lane): D[j] of eight rows comes from eight
+ * vpmaddubsw of the unpacked nibbles (unsigned) against the token's four activation bytes
+ * (broadcast), added in int16 (a step is at most 2 * 15 * 128 = 3840, eight of them 30720 < 32767),
+ * then one vpmaddwd by the rows' scales (sc, sc) gives sc[j] * D[j]; msum_c is one vpmaddwd of the
+ * rows' (mn[2c], mn[2c+1]) by the broadcast (S[2c], S[2c+1]). The sums' chains run first over a
+ * slice, the minimums' after (they need no weight values).
+ *
+ * Panel layout (per-thread scratch), per super-block of a slice: for sub-block j and step k (4
+ * values each) the vector of the 8 rows' values 32j + 4k..+3 as bytes (64 vectors), the 8 vectors
+ * (sc[j], sc[j]) and the 4 vectors (mn[2c], mn[2c+1]), then h2f(d) and h2f(dmin) of the 8 rows:
+ * 2496 bytes; rows past the matrix are zeros. Slices of up to KA_SLICE super-blocks (20 KB) stay in
+ * L1 while a chunk's tokens pass over them, in tiles of up to 3; the two chains of each token wait
+ * in scratch between slices. */
+#include "cpu/cpu_gemm.h"
+#include "cpu/gemm_avx2_util.h"
+#include "simd/kquant_common.h"
+
+#include <string.h>
+
+enum {
+    KA_BLOCK_BYTES = 64 * 32 + 8 * 32 + 4 * 32 + 2 * 32,
+    KA_SLICE = 8,
+    KA_CHUNK_BYTES = 192 << 10,
+    KA_TILE = 3,
+};
+
+static int64_t max_chunk(int64_t nb) {
+    const int64_t c = MF_MAX(8, KA_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_K)));
+    return c;
+}
+
+static size_t scratch_size(int64_t K) {
+    const int64_t nb = K / 256;
+    return (size_t)KA_SLICE * KA_BLOCK_BYTES + (size_t)max_chunk(nb) * 2 * 32;
+}
+
+/* Super-blocks [i0, i1) of rows [ob, ob + nr) (nr <= 8) into the panel layout. */
+static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = i0; i < i1; i++, panel += KA_BLOCK_BYTES) {
+        const mf_block_q4_K *row[8];
+        for (int r = 0; r < 8; r++)
+            row[r] = r < nr ? (const mf_block_q4_K *)(base + (size_t)r * w->row_bytes) + i : NULL;
+        __m256i *p = (__m256i *)panel;
+        for (int c = 0; c < 4; c++) {
+            __m256i x[8], d[8];
+            for (int r = 0; r < 8; r++)
+                x[r] = row[r] ? _mm256_loadu_si256((const __m256i *)(row[r]->qs + 32 * c)) : _mm256_setzero_si256();
+            mf_avx2_transpose8_i32(x, d);
+            for (int k = 0; k < 8; k++) {
+                _mm256_store_si256(p + 8 * (2 * c) + k, _mm256_and_si256(d[k], m4));
+                _mm256_store_si256(p + 8 * (2 * c + 1) + k, _mm256_and_si256(_mm256_srli_epi16(d[k], 4), m4));
+            }
+        }
+        int16_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+        uint16_t dh[8], mh[8];
+        for (int r = 0; r < 8; r++) {
+            uint8_t u[16] = {0};
+            dh[r] = mh[r] = 0;
+            if (row[r]) {
+                mf_k4_unpack_scales(row[r]->scales, u);
+                dh[r] = row[r]->d, mh[r] = row[r]->dmin;
+            }
+            for (int j = 0; j < 8; j++) sc[j][r] = u[j], mn[j][r] = u[8 + j];
+        }
+        for (int j = 0; j < 8; j++) _mm256_store_si256(p + 64 + j, mf_avx2_pairs16(sc[j], sc[j]));
+        for (int c = 0; c < 4; c++) _mm256_store_si256(p + 72 + c, mf_avx2_pairs16(mn[2 * c], mn[2 * c + 1]));
+        _mm256_store_ps((float *)(p + 76), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        _mm256_store_ps((float *)(p + 77), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)));
+    }
+}
+
+/* The sums' chains of T tokens (a[t]: their Q8_K rows) over super-blocks [i0, i1) of the panel,
+ * from zero (first) or st[t]; left in st[t]. */
+static inline __attribute__((always_inline)) void tile(const int T, const uint8_t *panel, int64_t i0, int64_t i1,
+                                                       const mf_block_q8_K *const *a, __m256 *const *st,
+                                                       bool first) {
+    __m256 s[KA_TILE];
+    for (int t = 0; t < T; t++) s[t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)st[t]);
+    for (int64_t i = i0; i < i1; i++, panel += KA_BLOCK_BYTES) {
+        const __m256i *p = (const __m256i *)panel;
+        const __m256 dw = _mm256_load_ps((const float *)(p + 76));
+        for (int c = 0; c < 4; c++) {
+            __m256i isum[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * c + h;
+                __m256i acc[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+                for (int k = 0; k < 8; k++) {
+                    const __m256i wk = _mm256_load_si256(p + 8 * j + k);
+                    for (int t = 0; t < T; t++) {
+                        const __m256i m = _mm256_maddubs_epi16(wk, mf_avx2_bcast4(a[t][i].qs + 32 * j + 4 * k));
+                        acc[t] = _mm256_add_epi16(acc[t], m);
+                    }
+                }
+                const __m256i scj = _mm256_load_si256(p + 64 + j);
+                for (int t = 0; t < T; t++) {
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], scj));
+                }
+            }
+            for (int t = 0; t < T; t++)
+                s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[t][i].d)),
+                                       s[t]);
+        }
+    }
+    for (int t = 0; t < T; t++) _mm256_store_ps((float *)st[t], s[t]);
+}
+
+/* The minimums' chain of one token over super-blocks [i0, i1), from zero (first) or *sm. */
+static void min_chain(const uint8_t *panel, int64_t i0, int64_t i1, const mf_block_q8_K *a, __m256 *sm, bool first) {
+    __m256 m = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)sm);
+    for (int64_t i = i0; i < i1; i++, panel += KA_BLOCK_BYTES) {
+        const __m256i *p = (const __m256i *)panel;
+        /* S[j] = bsums[2j] + bsums[2j+1] as int16, pair c in dword c */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m256 dm = _mm256_mul_ps(_mm256_load_ps((const float *)(p + 77)), _mm256_broadcast_ss(&a[i].d));
+        int32_t sp4[4];
+        _mm_storeu_si128((__m128i *)sp4, s8);
+        for (int c = 0; c < 4; c++) {
+            const __m256i sp = _mm256_set1_epi32(sp4[c]);
+            const __m256i ms = _mm256_madd_epi16(_mm256_load_si256(p + 72 + c), sp);
+            m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, m);
+        }
+    }
+    _mm256_store_ps((float *)sm, m);
+}
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                float *y, size_t ldy, void *scratch) {
+    const int64_t nb = w->ne[0] / 256, mc = max_chunk(nb);
+    uint8_t *panel = scratch;
+    __m256 *state = (__m256 *)(panel + (size_t)KA_SLICE * KA_BLOCK_BYTES); /* [t][s, sm] */
+    const int64_t n_slices = (nb + KA_SLICE - 1) / KA_SLICE, slice = (nb + n_slices - 1) / n_slices;
+    for (int64_t tc = 0; tc < nt; tc += mc) {
+        const int64_t n = MF_MIN(mc, nt - tc);
+        for (int64_t ob = o0; ob < o1; ob += 8) {
+            const int nr = (int)MF_MIN(8, o1 - ob);
+            for (int64_t i0 = 0; i0 < nb; i0 += slice) {
+                const int64_t i1 = MF_MIN(nb, i0 + slice);
+                pack(w, ob, nr, i0, i1, panel);
+                for (int64_t t = 0; t < n; t += KA_TILE) {
+                    const mf_block_q8_K *a[KA_TILE];
+                    __m256 *st[KA_TILE];
+                    const int T = (int)MF_MIN(KA_TILE, n - t);
+                    for (int k = 0; k < T; k++) {
+                        a[k] = (const mf_block_q8_K *)(act + (size_t)(tc + t + k) * act_row);
+                        st[k] = state + 2 * (t + k);
+                    }
+                    switch (T) {
+                    case 1: tile(1, panel, i0, i1, a, st, i0 == 0); break;
+                    case 2: tile(2, panel, i0, i1, a, st, i0 == 0); break;
+                    default: tile(3, panel, i0, i1, a, st, i0 == 0); break;
+                    }
+                    for (int k = 0; k < T; k++) min_chain(panel, i0, i1, a[k], st[k] + 1, i0 == 0);
+                }
+            }
+            const __m256i mask = mf_avx2_row_mask(nr);
+            for (int64_t t = 0; t < n; t++) {
+                const __m256 v = _mm256_sub_ps(_mm256_load_ps((const float *)(state + 2 * t)),
+                                               _mm256_load_ps((const float *)(state + 2 * t + 1)));
+                _mm256_maskstore_ps(y + (size_t)(tc + t) * ldy + ob, mask, v);
+            }
+        }
+    }
+}
+
+/* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:
+ * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
+static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = scratch_size, .run = run};
+
+const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx2(void) { return &gemm; }

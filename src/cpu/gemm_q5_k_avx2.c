@@ -1,0 +1,147 @@
+/* gemm_q5_k_avx2.c: the Q5_K prefill GEMM for AVX2 without VNNI (see cpu_gemm.h). Each output keeps
+ * the plain ordered dot's float steps (st_q5_K in cpu_dot_order_avx2.c): eight float lanes, lane p
+ * taking per super-block acc_p = fma(d_a * d_w, (float)L_p, acc_p), with L_p the exact sum, over the
+ * eight 32-value sub-blocks j, of sc[j] * q * a at values 32j + 4p..+3 (q the unsigned 5-bit
+ * weight), and the minimums' chain s = fma(-d_a * dmin_w, (float)M, s) with M = sum of mn[j] * S[j]
+ * (S[j]: sub-block j's activation sum); the output is ((acc0+acc4)+(acc2+acc6)) +
+ * ((acc1+acc5)+(acc3+acc7)) + s.
+ *
+ * Eight weight rows per vector (one per 32-bit lane): for lane p and sub-block j, one vpmaddubsw of
+ * the rows' four q (<= 31) against the token's four activation bytes (broadcast) and one vpmaddwd
+ * by the rows' (sc[j], sc[j]); M of the eight rows is four vpmaddwd of (mn[2c], mn[2c+1]) by the
+ * broadcast (S[2c], S[2c+1]).
+ *
+ * Panel layout (per-thread scratch), per super-block of a slice: for sub-block j and step p the
+ * vector of the 8 rows' q at values 32j + 4p..+3 (64 vectors), the 8 vectors (sc[j], sc[j]), the 4
+ * vectors (mn[2c], mn[2c+1]), then h2f(d) and h2f(dmin) of the 8 rows: 2496 bytes; rows past the
+ * matrix are zeros. Slices of up to K5_SLICE super-blocks (20 KB) stay in L1 while a chunk's tokens
+ * pass over them one by one, each token's nine accumulators parked in scratch between slices. */
+#include "cpu/cpu_gemm.h"
+#include "cpu/gemm_avx2_util.h"
+#include "simd/kquant_common.h"
+
+#include <string.h>
+
+enum {
+    K5_BLOCK_BYTES = (64 + 8 + 4 + 2) * 32,
+    K5_SLICE = 8,
+    K5_CHUNK_BYTES = 192 << 10,
+};
+
+static int64_t max_chunk(int64_t nb) { return MF_MAX(8, K5_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_K))); }
+
+static size_t scratch_size(int64_t K) {
+    return (size_t)K5_SLICE * K5_BLOCK_BYTES + (size_t)max_chunk(K / 256) * 9 * 32;
+}
+
+/* Super-blocks [i0, i1) of rows [ob, ob + nr) (nr <= 8) into the panel layout; sub-blocks 2c and
+ * 2c+1 of a row are formed as k4_sum forms them (nibbles of qs chunk c, fifth bits 2c, 2c+1 of qh). */
+static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    for (int64_t i = i0; i < i1; i++, panel += K5_BLOCK_BYTES) {
+        const mf_block_q5_K *row[8];
+        for (int r = 0; r < 8; r++)
+            row[r] = r < nr ? (const mf_block_q5_K *)(base + (size_t)r * w->row_bytes) + i : NULL;
+        __m256i *p = (__m256i *)panel;
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[8], hi[8];
+            for (int r = 0; r < 8; r++) {
+                if (!row[r]) {
+                    lo[r] = hi[r] = _mm256_setzero_si256();
+                    continue;
+                }
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(row[r]->qs + 32 * c));
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)row[r]->qh);
+                lo[r] = _mm256_or_si256(_mm256_and_si256(bits, m4),
+                                        _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c), 4), b4));
+                hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                                        _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, 2 * c + 1), 4), b4));
+            }
+            mf_avx2_transpose8_i32(lo, p + 8 * (2 * c));
+            mf_avx2_transpose8_i32(hi, p + 8 * (2 * c + 1));
+        }
+        int16_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+        uint16_t dh[8], mh[8];
+        for (int r = 0; r < 8; r++) {
+            uint8_t u[16] = {0};
+            dh[r] = mh[r] = 0;
+            if (row[r]) {
+                mf_k4_unpack_scales(row[r]->scales, u);
+                dh[r] = row[r]->d, mh[r] = row[r]->dmin;
+            }
+            for (int j = 0; j < 8; j++) sc[j][r] = u[j], mn[j][r] = u[8 + j];
+        }
+        for (int j = 0; j < 8; j++) _mm256_store_si256(p + 64 + j, mf_avx2_pairs16(sc[j], sc[j]));
+        for (int c = 0; c < 4; c++) _mm256_store_si256(p + 72 + c, mf_avx2_pairs16(mn[2 * c], mn[2 * c + 1]));
+        _mm256_store_ps((float *)(p + 76), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+        _mm256_store_ps((float *)(p + 77), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)));
+    }
+}
+
+/* One token (its Q8_K row a) against super-blocks [i0, i1) of the panel: the accumulators (eight
+ * lanes, then the minimums' chain) start at zero (first) or from st and end in st or, after the
+ * last (last), as the outputs y[0..8) (lanes in mask). */
+static void token(const uint8_t *panel, int64_t i0, int64_t i1, const mf_block_q8_K *a, __m256 *st, bool first,
+                  bool last, float *y, __m256i mask) {
+    __m256 acc[8], sm = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + 8));
+    for (int p = 0; p < 8; p++) acc[p] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + p));
+    for (int64_t i = i0; i < i1; i++, panel += K5_BLOCK_BYTES) {
+        const __m256i *pb = (const __m256i *)panel;
+        /* the minimums: M of the eight rows from the sub-block sums S[j] = bsums[2j] + bsums[2j+1] */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        int32_t sp[4];
+        _mm_storeu_si128((__m128i *)sp, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        __m256i ms = _mm256_madd_epi16(_mm256_load_si256(pb + 72), _mm256_set1_epi32(sp[0]));
+        for (int c = 1; c < 4; c++)
+            ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_load_si256(pb + 72 + c), _mm256_set1_epi32(sp[c])));
+        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-a[i].d), _mm256_load_ps((const float *)(pb + 77)));
+        sm = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(ms), sm);
+        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&a[i].d), _mm256_load_ps((const float *)(pb + 76)));
+        const uint8_t *qa = (const uint8_t *)a[i].qs;
+        for (int p = 0; p < 8; p++) {
+            __m256i l = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i m = _mm256_maddubs_epi16(_mm256_load_si256(pb + 8 * j + p), mf_avx2_bcast4(qa + 32 * j + 4 * p));
+                l = _mm256_add_epi32(l, _mm256_madd_epi16(m, _mm256_load_si256(pb + 64 + j)));
+            }
+            acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
+        }
+    }
+    if (!last) {
+        for (int p = 0; p < 8; p++) _mm256_store_ps((float *)(st + p), acc[p]);
+        _mm256_store_ps((float *)(st + 8), sm);
+        return;
+    }
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+    _mm256_maskstore_ps(y, mask, _mm256_add_ps(s, sm));
+}
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                float *y, size_t ldy, void *scratch) {
+    const int64_t nb = w->ne[0] / 256, mc = max_chunk(nb);
+    uint8_t *panel = scratch;
+    __m256 *state = (__m256 *)(panel + (size_t)K5_SLICE * K5_BLOCK_BYTES);
+    const int64_t n_slices = (nb + K5_SLICE - 1) / K5_SLICE, slice = (nb + n_slices - 1) / n_slices;
+    for (int64_t tc = 0; tc < nt; tc += mc) {
+        const int64_t n = MF_MIN(mc, nt - tc);
+        for (int64_t ob = o0; ob < o1; ob += 8) {
+            const int nr = (int)MF_MIN(8, o1 - ob);
+            const __m256i mask = mf_avx2_row_mask(nr);
+            for (int64_t i0 = 0; i0 < nb; i0 += slice) {
+                const int64_t i1 = MF_MIN(nb, i0 + slice);
+                pack(w, ob, nr, i0, i1, panel);
+                for (int64_t t = 0; t < n; t++)
+                    token(panel, i0, i1, (const mf_block_q8_K *)(act + (size_t)(tc + t) * act_row), state + 9 * t,
+                          i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);
+            }
+        }
+    }
+}
+
+/* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:
+ * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
+static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = scratch_size, .run = run};
+
+const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void) { return &gemm; }

@@ -1,0 +1,189 @@
+/* gemm_q8_avx2.h: the AVX2 prefill GEMM (no VNNI) of the 32-value formats in the plain order:
+ * Q8_0 and Q5_0 (signed weights, Q8_0 activations), Q4_1 and Q5_1 (unsigned weights with a minimum,
+ * Q8_1 activations) (see cpu_gemm.h). Each output keeps the ordered dot's float steps (st_q8_0,
+ * st_q5_0, st_q4_1, st_q5_1 in cpu_dot_order_avx2.c): eight float lanes, lane p taking per block
+ * acc_p = fma(d_w * d_a, (float)L_p, acc_p) with L_p the exact sum of the products at bytes 4p..4p+3,
+ * then ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)), for Q4_1/Q5_1 plus the minimums'
+ * chain s = fma(m_w, s_a, s) over the blocks. Included by *_avx2.c files only.
+ *
+ * Unsigned weights (Q4_1, Q5_1: q <= 31) go into vpmaddubsw as they are, against the activation
+ * bytes; the panel then holds one vector per step (the q), h2f(d) and h2f(m): 320 bytes a block.
+ *
+ * The panel holds eight weight rows, one per 32-bit lane, so one vector op forms L_p of eight rows
+ * against one token's four activation bytes (broadcast): the dot's own signed product, |w| by
+ * sign(a, w) with vpmaddubsw (a pair is at most 2 * 128 * 127 < 32768: no saturation), then vpmaddwd
+ * by ones. Per 32 products that is one broadcast, three integer ops, a conversion and the fma, where
+ * the dot also reloads the weights and re-forms their scale product for every token.
+ *
+ * Panel layout (per-thread scratch), per block of a slice of the K / 32 blocks: for step p (0..7) the
+ * vector of |w| bytes 4p..4p+3 of each row, then the vector of the signed bytes (their signs), then
+ * the 8 rows' h2f(d) as floats: 544 bytes; rows past the matrix are zeros (their outputs are never
+ * stored). Slices of Q8A_SLICE blocks (17 KB) stay in L1 while the tokens of a chunk pass over them,
+ * each token's eight accumulators parked in scratch between slices (the float steps of each output
+ * stay one chain per lane in block order). Then the chunk's activation scales h2f(a.d), [t][i]. */
+#ifndef MF_CPU_GEMM_Q8_AVX2_H
+#define MF_CPU_GEMM_Q8_AVX2_H
+
+#include "cpu/cpu_gemm.h"
+#include "quant/quant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+enum {
+    Q8A_BLOCK_BYTES = 17 * 32,   /* one block of an 8-row panel (signed weights; unsigned: 10 * 32) */
+    Q8A_SLICE = 32,              /* blocks per slice */
+    Q8A_CHUNK_BYTES = 192 << 10, /* activation rows of a chunk of tokens: they stay in L2 */
+};
+
+/* The most tokens run per chunk for rows of nb blocks: activations of about Q8A_CHUNK_BYTES, at least 8. */
+static inline int64_t q8a_max_chunk(int64_t nb) {
+    return MF_MAX(8, Q8A_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_1)));
+}
+
+/* Panel slice, the parked accumulators of a chunk's tokens (9 vectors each: the lanes and the
+ * minimums' chain), the chunk's activation scales and sums. */
+static inline size_t q8a_scratch_size(int64_t K) {
+    const int64_t nb = K / 32, mc = q8a_max_chunk(nb);
+    return (size_t)Q8A_SLICE * Q8A_BLOCK_BYTES + (size_t)mc * 9 * 32 + (size_t)(2 * mc * nb) * sizeof(float);
+}
+
+/* A type's 32 weight bytes of one block, signed (Q8_0, Q5_0) or unsigned (Q4_1, Q5_1); the block's
+ * half scale is its first field, then (unsigned) its half minimum. */
+typedef __m256i q8a_load_fn(const uint8_t *block);
+
+/* Bytes of one panel block: signed weights (|w| and w per step, d), or unsigned (q per step, d, m). */
+static inline size_t q8a_block_bytes(bool um) { return um ? 10 * 32 : Q8A_BLOCK_BYTES; }
+
+/* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 8) of w into the panel layout: a 4 x 4 transpose of
+ * the dwords within each 128-bit lane (rows 0-3 and 4-7 share a vector) gathers step p of 8 rows. */
+static inline __attribute__((always_inline)) void q8a_pack(bool um, const mf_weight *w, int64_t ob, int nr,
+                                                           int64_t i0, int64_t i1, uint8_t *panel,
+                                                           size_t block_bytes, q8a_load_fn *load) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
+    for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
+        __m256i r[8];
+        uint16_t dh[8], mh[8];
+        for (int k = 0; k < 8; k++) {
+            if (k < nr) {
+                const uint8_t *b = base + (size_t)k * w->row_bytes + (size_t)i * block_bytes;
+                r[k] = load(b);
+                memcpy(&dh[k], b, 2);
+                memcpy(&mh[k], b + 2, 2);
+            } else {
+                r[k] = _mm256_setzero_si256();
+                dh[k] = mh[k] = 0;
+            }
+        }
+        /* z[j]: row j's 16 bytes h in lane 0, row 4 + j's in lane 1, h = 0 (dwords 0-3), 1 (4-7) */
+        __m256i *p = (__m256i *)panel;
+        for (int h = 0; h < 2; h++) {
+            __m256i z[4];
+            for (int j = 0; j < 4; j++)
+                z[j] = h ? _mm256_permute2x128_si256(r[j], r[4 + j], 0x31) : _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
+            const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+            const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+            const __m256i d[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                                  _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+            for (int k = 0; k < 4; k++) {
+                if (um) {
+                    _mm256_store_si256(p + 4 * h + k, d[k]);
+                    continue;
+                }
+                _mm256_store_si256(p + 2 * (4 * h + k), _mm256_sign_epi8(d[k], d[k]));
+                _mm256_store_si256(p + 2 * (4 * h + k) + 1, d[k]);
+            }
+        }
+        if (um) {
+            _mm256_store_ps((float *)(p + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+            _mm256_store_ps((float *)(p + 9), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)));
+            continue;
+        }
+        _mm256_store_ps((float *)(p + 16), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
+    }
+}
+
+typedef int32_t __attribute__((may_alias)) q8a_i32_alias;
+
+/* One token (its activation blocks at a, bb bytes each; their scales da and, unsigned, sums sa)
+ * against blocks [i0, i1) of the panel: the eight accumulators (and the minimums' chain) start at
+ * zero (first) or from st, and end in st or, after the last block (last), as the eight rows'
+ * outputs y[0..8) (lanes in mask). */
+static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8_t *panel, int64_t i0, int64_t i1,
+                                                            const uint8_t *a, size_t bb, const float *da,
+                                                            const float *sa, __m256 *st, bool first, bool last,
+                                                            float *y, __m256i mask) {
+    __m256 acc[8], sm = _mm256_setzero_ps();
+    for (int p = 0; p < 8; p++) acc[p] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + p));
+    if (um && !first) sm = _mm256_load_ps((const float *)(st + 8));
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
+        const __m256i *wv = (const __m256i *)panel;
+        const uint8_t *q = a + (size_t)i * bb + (bb - 32); /* the quants end each activation block */
+        if (um) {
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps((const float *)(wv + 8)), _mm256_broadcast_ss(da + i));
+            sm = _mm256_fmadd_ps(_mm256_load_ps((const float *)(wv + 9)), _mm256_broadcast_ss(sa + i), sm);
+            for (int p = 0; p < 8; p++) {
+                const __m256i x = _mm256_set1_epi32(*(const q8a_i32_alias *)(q + 4 * p));
+                const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + p), x), ones16);
+                acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
+            }
+            continue;
+        }
+        const __m256 d = _mm256_mul_ps(_mm256_load_ps((const float *)(wv + 16)), _mm256_broadcast_ss(da + i));
+        for (int p = 0; p < 8; p++) {
+            const __m256i x = _mm256_set1_epi32(*(const q8a_i32_alias *)(q + 4 * p));
+            const __m256i s = _mm256_sign_epi8(x, _mm256_load_si256(wv + 2 * p + 1));
+            const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + 2 * p), s), ones16);
+            acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
+        }
+    }
+    if (!last) {
+        for (int p = 0; p < 8; p++) _mm256_store_ps((float *)(st + p), acc[p]);
+        if (um) _mm256_store_ps((float *)(st + 8), sm);
+        return;
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+    if (um) s = _mm256_add_ps(s, sm);
+    _mm256_maskstore_ps(y, mask, s);
+}
+
+/* The GEMM's run (cpu_gemm.h) with the type's panel packing. */
+typedef void q8a_pack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
+
+static inline __attribute__((always_inline)) void q8a_run(bool um, q8a_pack_fn *pack, const mf_weight *w,
+                                                          int64_t o0, int64_t o1, const uint8_t *act, size_t act_row,
+                                                          int64_t nt, float *y, size_t ldy, void *scratch) {
+    const int64_t nb = w->ne[0] / 32, mc = q8a_max_chunk(nb);
+    const size_t bb = um ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
+    uint8_t *panel = scratch;
+    __m256 *state = (__m256 *)(panel + (size_t)Q8A_SLICE * Q8A_BLOCK_BYTES);
+    float *das = (float *)(state + mc * 9), *sas = das + mc * nb;
+    const int64_t n_slices = (nb + Q8A_SLICE - 1) / Q8A_SLICE, slice = (nb + n_slices - 1) / n_slices;
+    for (int64_t tc = 0; tc < nt; tc += mc) {
+        const int64_t n = MF_MIN(mc, nt - tc);
+        for (int64_t t = 0; t < n; t++) {
+            const uint8_t *a = act + (size_t)(tc + t) * act_row;
+            for (int64_t i = 0; i < nb; i++) {
+                uint16_t h[2];
+                memcpy(h, a + (size_t)i * bb, um ? 4 : 2);
+                das[t * nb + i] = _cvtsh_ss(h[0]);
+                if (um) sas[t * nb + i] = _cvtsh_ss(h[1]);
+            }
+        }
+        for (int64_t ob = o0; ob < o1; ob += 8) {
+            const int nr = (int)MF_MIN(8, o1 - ob);
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            for (int64_t i0 = 0; i0 < nb; i0 += slice) {
+                const int64_t i1 = MF_MIN(nb, i0 + slice);
+                pack(w, ob, nr, i0, i1, panel);
+                for (int64_t t = 0; t < n; t++)
+                    q8a_token(um, panel, i0, i1, act + (size_t)(tc + t) * act_row, bb, das + t * nb, sas + t * nb,
+                              state + t * 9, i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);
+            }
+        }
+    }
+}
+
+#endif /* MF_CPU_GEMM_Q8_AVX2_H */
