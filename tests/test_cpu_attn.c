@@ -1,5 +1,5 @@
 /* test_cpu_attn.c: the attention kernels against the double-precision reference (blockwise kernel,
- * portable and AVX-512, F32 and F16 caches) and the AVX-512 ordered kernel bit for bit against its
+ * portable, AVX2 and AVX-512, F32 and F16 caches; the SIMD tiles also against the portable one) and the AVX-512 ordered kernel bit for bit against its
  * reference twin; the vector exp bit for bit against the ordered softmax's; any split of the
  * (token, head) units gives the same bits. */
 #include "cpu/cpu_attn.h"
@@ -135,17 +135,23 @@ static void check_case(const attn_case *c) {
     float *ref = malloc(a.nout * sizeof(float)), *o = malloc(a.nout * sizeof(float)),
           *o2 = malloc(a.nout * sizeof(float));
     mf_cpu_attention_ref(&a.ap, &a.kv, a.q, ref, c->nt);
-    mf_cpu_attn_tile_fn tiles[2] = {mf_cpu_attn_tile_c, NULL};
-    const char *tile_names[2] = {"c", "avx512"};
+    mf_cpu_attn_tile_fn tiles[3] = {mf_cpu_attn_tile_c, NULL, NULL};
+    const char *tile_names[3] = {"c", "avx2", "avx512"};
 #if defined(__x86_64__)
     const bool avx512 = cfg.level == MF_SIMD_AVX512;
-    if (avx512) tiles[1] = mf_cpu_attn_tile_avx512;
+    if (cfg.level >= MF_SIMD_AVX2) tiles[1] = mf_cpu_attn_tile_avx2;
+    if (avx512) tiles[2] = mf_cpu_attn_tile_avx512;
 #endif
-    for (int k = 0; k < 2; k++) {
+    float *oc = malloc(a.nout * sizeof(float)); /* the portable tile's result, the SIMD tiles' twin */
+    for (int k = 0; k < 3; k++) {
         if (!tiles[k]) continue;
         mf_cpu_attention_flash(&a.ap, &a.kv, a.q, o, 0, n, tiles[k]);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max error %.3g", case_name(c), tile_names[k], e);
+        if (k == 0) memcpy(oc, o, a.nout * sizeof(float));
+        e = max_err(o, oc, a.nout);
+        CHECKF(e <= FLASH_TOL, "%s flash %s: max difference %.3g from the portable tile", case_name(c),
+               tile_names[k], e);
         memset(o2, 0xFF, a.nout * sizeof(float));
         run_split(&a, o2, tiles[k]);
         CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s flash %s: split units differ", case_name(c),
@@ -190,6 +196,7 @@ static void check_case(const attn_case *c) {
     free(ref);
     free(o);
     free(o2);
+    free(oc);
     teardown(&a);
 }
 
@@ -268,7 +275,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
     }
     enum { NT = 12 };
     int32_t pos[2][NT], seq[2][NT];
-    float *q = malloc((size_t)(NT * nh * hd) * 4), *o[2][3];
+    float *q = malloc((size_t)(NT * nh * hd) * 4), *o[2][4];
     for (int i = 0; i < NT * nh * hd; i++) q[i] = frand();
     for (int t = 0; t < NT; t++) {
         pos[0][t] = pos[1][t] = n_pos - NT + t;
@@ -279,9 +286,10 @@ static void test_layout(mf_type type, int hd, int n_pos) {
     float *scores = malloc((size_t)(nh / nkv) * ((size_t)ncells + (size_t)hd) * 4);
     for (int l = 0; l < 2; l++) {
         CHECK(mf_kv_view_build(&kv[l], &vb[l], NT, pos[l], seq[l]) == MF_OK);
-        for (int kind = 0; kind < 3; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
+        for (int kind = 0; kind < 4; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
         mf_cpu_attention_flash(&ap, &kv[l], q, o[l][0], 0, NT * nh, mf_cpu_attn_tile_c);
 #if defined(__x86_64__)
+        if (cfg.level >= MF_SIMD_AVX2) mf_cpu_attention_flash(&ap, &kv[l], q, o[l][3], 0, NT * nh, mf_cpu_attn_tile_avx2);
         if (cfg.level == MF_SIMD_AVX512) {
             mf_cpu_attention_flash(&ap, &kv[l], q, o[l][1], 0, NT * nh, mf_cpu_attn_tile_avx512);
             if (type == MF_TYPE_F32) mf_cpu_attention_ordered_avx512(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
@@ -290,7 +298,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
         }
 #endif
     }
-    for (int kind = 0; kind < 3; kind++)
+    for (int kind = 0; kind < 4; kind++)
         for (int t = 0; t < NT; t++) {
             if (seq[1][t]) continue;
             CHECKF(!memcmp(o[0][kind] + t * nh * hd, o[1][kind] + t * nh * hd, (size_t)(nh * hd) * 4),
@@ -298,7 +306,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
                    hd, n_pos, kind, t);
         }
     for (int l = 0; l < 2; l++) {
-        for (int kind = 0; kind < 3; kind++) free(o[l][kind]);
+        for (int kind = 0; kind < 4; kind++) free(o[l][kind]);
         mf_kv_view_buf_free(&vb[l]);
         mf_kv_free(&kv[l]);
     }
@@ -339,12 +347,46 @@ static void test_exp(void) {
     }
     CHECKF(bad == 0, "vector exp: %zu of %zu differ", bad, total);
 }
+
+/* The AVX2 tile's exp against expf: within 2 ulp in the normal range, exactly 1 at 0, exactly 0 from
+ * -inf and below the smallest subnormal, infinity above the largest float, NaN for NaN. */
+static void test_exp8(void) {
+    if (cfg.level < MF_SIMD_AVX2) return;
+    enum { N = 4096 };
+    static float x[N], y[N];
+    size_t bad = 0;
+    const float special[8] = {0.0f, -0.0f, -INFINITY, INFINITY, NAN, -104.5f, 88.8f, -1000.0f};
+    const float want[8] = {1.0f, 1.0f, 0.0f, INFINITY, NAN, 0.0f, INFINITY, 0.0f};
+    mf_cpu_attn_exp8_avx2(special, y);
+    for (int i = 0; i < 8; i++)
+        CHECKF(isnan(want[i]) ? isnan(y[i]) : y[i] == want[i], "exp8(%g) = %g, want %g", (double)special[i],
+               (double)y[i], (double)want[i]);
+    for (int round = 0; round < 100; round++) {
+        for (int i = 0; i < N; i++) x[i] = round % 2 ? frand() * 87.0f : frand() * 20.0f - 10.0f;
+        for (int i = 0; i < N; i += 8) mf_cpu_attn_exp8_avx2(x + i, y + i);
+        for (int i = 0; i < N; i++) {
+            const double e = exp((double)x[i]), ulp = (double)nextafterf((float)e, INFINITY) - (double)(float)e;
+            if (fabs((double)y[i] - e) > 2.0 * ulp && bad++ < 5)
+                fprintf(stderr, "exp8(%a) = %a, exp %a\n", (double)x[i], (double)y[i], e);
+        }
+    }
+    /* the subnormal range: relative error grows as the mantissa shrinks; absolute within 2^-149 * 2 */
+    for (int i = 0; i < N; i++) x[i] = -87.0f - 17.0f * (float)i / N;
+    for (int i = 0; i < N; i += 8) mf_cpu_attn_exp8_avx2(x + i, y + i);
+    for (int i = 0; i < N; i++) {
+        const double e = exp((double)x[i]), tol = fmax(2.0 * 0x1p-149, e * 3e-7);
+        if (fabs((double)y[i] - e) > tol && bad++ < 10)
+            fprintf(stderr, "exp8(%a) = %a, exp %a\n", (double)x[i], (double)y[i], e);
+    }
+    CHECKF(bad == 0, "exp8: %zu values off", bad);
+}
 #endif
 
 int main(void) {
     cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
     test_exp();
+    test_exp8();
 #endif
     test_cases();
     for (int ti = 0; ti < 2; ti++) {

@@ -1,7 +1,8 @@
 /* cpu_attn.c: the CPU backend's attention: softmax(q.K^T * scale) . V over the cells each token
  * sees, its sequence's cells at positions <= its own in position order (the KV cache's view, kv.h;
- * layouts in cpu.h, tiling in cpu_attn.h), for an F16 or F32 KV cache. A blockwise kernel with an online softmax (AVX-512 or portable C) serves the F16
- * cache and MINFER_ORDER=fast; an F32 cache with the ordered kernels on repeats llama.cpp's order. */
+ * layouts in cpu.h, tiling in cpu_attn.h), for an F16 or F32 KV cache. A blockwise kernel with an
+ * online softmax (AVX-512, AVX2 or portable C) serves the F16 cache and MINFER_ORDER=fast; an F32
+ * cache with the ordered kernels on repeats llama.cpp's order. */
 #include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
@@ -180,8 +181,8 @@ void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_
             mf_cpu_attention_ordered_ref(ap, kv, q, out, u0, u1, scores);
         return;
     }
-    if (avx512) {
-        mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx512);
+    if (avx512 || cfg->level == MF_SIMD_AVX2) {
+        mf_cpu_attention_flash(ap, kv, q, out, u0, u1, avx512 ? mf_cpu_attn_tile_avx512 : mf_cpu_attn_tile_avx2);
         return;
     }
 #endif

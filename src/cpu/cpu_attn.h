@@ -31,6 +31,11 @@ void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, con
                             int64_t u1, mf_cpu_attn_tile_fn tile);
 
 #if defined(__x86_64__)
+/* AVX2 + FMA + F16C required: 8 rows per vector, exp8 below for the softmax. */
+void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
+                           const int64_t *rows, int nr);
+/* y[i] = the AVX2 tile's exp of x[i], i < 8 (for tests, against expf). */
+void mf_cpu_attn_exp8_avx2(const float *x, float *y);
 /* AVX-512 F/BW/DQ/VL required. */
 void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
                              int32_t kvh, const int64_t *rows, int nr);

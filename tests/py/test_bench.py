@@ -123,6 +123,26 @@ def test_lists_and_repeated_flags(tiny):
     assert [key(t) for t in c] == want
 
 
+def test_depth():
+    """-d: each test after that many tokens of context, named as llama-bench names it ("pp8 @ d40"),
+    every prompt and generation length at every depth; the timed runs start from exactly the depth's
+    cells (the fill is kept, what a run added is dropped before the next)."""
+    r = bench(MODEL, "-p", "8", "-n", "4", "-d", "0,40", "-r", "2", "-t", "1", *LIMITS)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert [row["test"] for row in rows] == ["pp8", "pp8 @ d40", "tg4", "tg4 @ d40"]
+    tests = bench_json(MODEL, "-p", "8", "-n", "4", "-d", "40", "-d", "100", "-r", "2", "-t", "1", "-ub", "16",
+                       *LIMITS)
+    assert [(t["test"], t["n_depth"], t["n_prompt"], t["n_gen"]) for t in tests] == [
+        ("pp8 @ d40", 40, 8, 0), ("pp8 @ d100", 100, 8, 0), ("tg4 @ d40", 40, 0, 4), ("tg4 @ d100", 100, 0, 4)]
+    assert [t["n_cells_start"] for t in tests] == [40, 100, 40, 100]
+    assert all(len(t["samples_ns"]) == 2 for t in tests)
+    t = bench_json(MODEL, "-p", "8", "-n", "0", "-r", "1", "-t", "1", *LIMITS)[0]
+    assert (t["test"], t["n_depth"], t["n_cells_start"]) == ("pp8", 0, 0)
+    r = bench(MODEL, "-d", "-1", *LIMITS)
+    assert r.returncode == 2 and "-d" in r.stderr
+
+
 def test_ubatch_column_and_zero_lengths():
     r = bench(MODEL, "-p", "16", "-n", "0", "-ub", "4,16", "-r", "1", "-t", "1", *LIMITS)
     assert r.returncode == 0, r.stderr
