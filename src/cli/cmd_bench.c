@@ -55,6 +55,7 @@ typedef struct {
     const char *path;
     int32_t n_threads, n_ubatch, n_prompt, n_gen, n_depth;
     int32_t n_cells_start; /* cells in the cache when the timed runs began (the depth's context) */
+    const char *isa;       /* the kernels the context ran (mf_isa_kernels_name) */
     double *samples_ns; /* reps */
     int32_t n_samples;
     double avg_ts, stddev_ts, avg_ns, stddev_ns;
@@ -224,6 +225,7 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
         return false;
     }
     r->n_threads = mf_context_n_threads(c);
+    r->isa = mf_isa_kernels_name(mf_context_isa(c));
     int32_t n_vocab = mf_model_n_vocab(m);
     int32_t *tokens = malloc((size_t)CLI_MAX(CLI_MAX(r->n_prompt, r->n_depth), 1) * sizeof *tokens);
     r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
@@ -312,7 +314,7 @@ static json_t *result_json(const bench_result *r) {
     char test[48];
     test_name(r, test, sizeof test);
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
-                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s}",
+                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s, s:s, s:s}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
                      "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", r->n_depth, "n_cells_start", r->n_cells_start, "test", test,
@@ -322,7 +324,7 @@ static json_t *result_json(const bench_result *r) {
                      (json_int_t)r->mi.macs_per_token, "macs_output", (json_int_t)r->mi.macs_output, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
                      "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
                      "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
-                     (json_int_t)r->peak_rss, "pages", r->mi.pages);
+                     (json_int_t)r->peak_rss, "pages", r->mi.pages, "isa", r->isa, "cpu_info", mf_cpu_name());
 }
 
 /* Commas separate models, as in llama-bench's -m; the path strings stay in argv, cut in place. */
