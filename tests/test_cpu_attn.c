@@ -348,14 +348,14 @@ static void test_exp(void) {
     CHECKF(bad == 0, "vector exp: %zu of %zu differ", bad, total);
 }
 
-/* The AVX2 tile's exp against expf: within 2 ulp in the normal range, exactly 1 at 0, exactly 0 from
- * -inf and below the smallest subnormal, infinity above the largest float, NaN for NaN. */
+/* The AVX2 tile's exp against exp: within 2 ulp down to -87, exactly 1 at 0, exactly 0 below -87
+ * (-inf included: no subnormal results), infinity above the largest float, NaN for NaN. */
 static void test_exp8(void) {
     if (cfg.level < MF_SIMD_AVX2) return;
     enum { N = 4096 };
     static float x[N], y[N];
     size_t bad = 0;
-    const float special[8] = {0.0f, -0.0f, -INFINITY, INFINITY, NAN, -104.5f, 88.8f, -1000.0f};
+    const float special[8] = {0.0f, -0.0f, -INFINITY, INFINITY, NAN, -87.01f, 88.8f, -1000.0f};
     const float want[8] = {1.0f, 1.0f, 0.0f, INFINITY, NAN, 0.0f, INFINITY, 0.0f};
     mf_cpu_attn_exp8_avx2(special, y);
     for (int i = 0; i < 8; i++)
@@ -363,20 +363,14 @@ static void test_exp8(void) {
                (double)y[i], (double)want[i]);
     for (int round = 0; round < 100; round++) {
         for (int i = 0; i < N; i++) x[i] = round % 2 ? frand() * 87.0f : frand() * 20.0f - 10.0f;
+        if (round == 0) x[0] = -87.0f, x[1] = 88.7f;
         for (int i = 0; i < N; i += 8) mf_cpu_attn_exp8_avx2(x + i, y + i);
         for (int i = 0; i < N; i++) {
             const double e = exp((double)x[i]), ulp = (double)nextafterf((float)e, INFINITY) - (double)(float)e;
             if (fabs((double)y[i] - e) > 2.0 * ulp && bad++ < 5)
                 fprintf(stderr, "exp8(%a) = %a, exp %a\n", (double)x[i], (double)y[i], e);
+            if (x[i] >= -87.0f && !isnormal(y[i]) && bad++ < 5) fprintf(stderr, "exp8(%a) = %a\n", (double)x[i], (double)y[i]);
         }
-    }
-    /* the subnormal range: relative error grows as the mantissa shrinks; absolute within 2^-149 * 2 */
-    for (int i = 0; i < N; i++) x[i] = -87.0f - 17.0f * (float)i / N;
-    for (int i = 0; i < N; i += 8) mf_cpu_attn_exp8_avx2(x + i, y + i);
-    for (int i = 0; i < N; i++) {
-        const double e = exp((double)x[i]), tol = fmax(2.0 * 0x1p-149, e * 3e-7);
-        if (fabs((double)y[i] - e) > tol && bad++ < 10)
-            fprintf(stderr, "exp8(%a) = %a, exp %a\n", (double)x[i], (double)y[i], e);
     }
     CHECKF(bad == 0, "exp8: %zu values off", bad);
 }
