@@ -112,12 +112,12 @@ static double max_err(const float *o, const float *ref, size_t n) {
 }
 
 /* Units [0, n) in random ranges, as threads would get them. */
-static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile) {
+static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile, int rows) {
     const int64_t n = (int64_t)a->c.nt * a->c.nh;
     for (int64_t u = 0; u < n;) {
         const int64_t step = 1 + irand(40), u1 = MF_MIN(n, u + step);
         if (tile)
-            mf_cpu_attention_flash(&a->ap, &a->kv, a->q, out, u, u1, tile);
+            mf_cpu_attention_flash_rows(&a->ap, &a->kv, a->q, out, u, u1, tile, rows);
         else
             mf_cpu_attention(&cfg, &a->ap, &a->kv, a->q, out, u, u1, a->scores);
         u = u1;
@@ -135,25 +135,32 @@ static void check_case(const attn_case *c) {
     float *ref = malloc(a.nout * sizeof(float)), *o = malloc(a.nout * sizeof(float)),
           *o2 = malloc(a.nout * sizeof(float));
     mf_cpu_attention_ref(&a.ap, &a.kv, a.q, ref, c->nt);
-    mf_cpu_attn_tile_fn tiles[3] = {mf_cpu_attn_tile_c, NULL, NULL};
-    const char *tile_names[3] = {"c", "avx2", "avx512"};
+    /* each tile with the rows per tile it runs with, the AVX2 one also with the narrower tiles */
+    const int rows = mf_cpu_attn_tile_rows(c->hd), wide = mf_cpu_attn_tile_rows_wide(c->hd);
+    mf_cpu_attn_tile_fn tiles[4] = {mf_cpu_attn_tile_c, NULL, NULL, NULL};
+    const int tile_rows[4] = {rows, wide, rows, rows};
+    const char *tile_names[4] = {"c", "avx2", "avx2 narrow", "avx512"};
 #if defined(__x86_64__)
     const bool avx512 = cfg.level == MF_SIMD_AVX512;
-    if (cfg.level >= MF_SIMD_AVX2) tiles[1] = mf_cpu_attn_tile_avx2;
-    if (avx512) tiles[2] = mf_cpu_attn_tile_avx512;
+    if (cfg.level >= MF_SIMD_AVX2) tiles[1] = tiles[2] = mf_cpu_attn_tile_avx2;
+    if (avx512) tiles[3] = mf_cpu_attn_tile_avx512;
 #endif
     float *oc = malloc(a.nout * sizeof(float)); /* the portable tile's result, the SIMD tiles' twin */
-    for (int k = 0; k < 3; k++) {
+    float *o1 = malloc(a.nout * sizeof(float)); /* the wide AVX2 tiles' */
+    for (int k = 0; k < 4; k++) {
         if (!tiles[k]) continue;
-        mf_cpu_attention_flash(&a.ap, &a.kv, a.q, o, 0, n, tiles[k]);
+        mf_cpu_attention_flash_rows(&a.ap, &a.kv, a.q, o, 0, n, tiles[k], tile_rows[k]);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max error %.3g", case_name(c), tile_names[k], e);
         if (k == 0) memcpy(oc, o, a.nout * sizeof(float));
+        if (k == 1) memcpy(o1, o, a.nout * sizeof(float));
+        if (k == 2) /* a row's bits do not depend on the rows sharing its tile */
+            CHECKF(!memcmp(o, o1, a.nout * sizeof(float)), "%s flash avx2: 32- and 64-row tiles differ", case_name(c));
         e = max_err(o, oc, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max difference %.3g from the portable tile", case_name(c),
                tile_names[k], e);
         memset(o2, 0xFF, a.nout * sizeof(float));
-        run_split(&a, o2, tiles[k]);
+        run_split(&a, o2, tiles[k], tile_rows[k]);
         CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s flash %s: split units differ", case_name(c),
                tile_names[k]);
     }
@@ -191,12 +198,13 @@ static void check_case(const attn_case *c) {
     /* the dispatching entry point: any split gives the same bits */
     mf_cpu_attention(&cfg, &a.ap, &a.kv, a.q, o, 0, n, a.scores);
     memset(o2, 0xFF, a.nout * sizeof(float));
-    run_split(&a, o2, NULL);
+    run_split(&a, o2, NULL, 0);
     CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s dispatch: split units differ", case_name(c));
     free(ref);
     free(o);
     free(o2);
     free(oc);
+    free(o1);
     teardown(&a);
 }
 
@@ -289,7 +297,9 @@ static void test_layout(mf_type type, int hd, int n_pos) {
         for (int kind = 0; kind < 4; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
         mf_cpu_attention_flash(&ap, &kv[l], q, o[l][0], 0, NT * nh, mf_cpu_attn_tile_c);
 #if defined(__x86_64__)
-        if (cfg.level >= MF_SIMD_AVX2) mf_cpu_attention_flash(&ap, &kv[l], q, o[l][3], 0, NT * nh, mf_cpu_attn_tile_avx2);
+        if (cfg.level >= MF_SIMD_AVX2)
+            mf_cpu_attention_flash_rows(&ap, &kv[l], q, o[l][3], 0, NT * nh, mf_cpu_attn_tile_avx2,
+                                        mf_cpu_attn_tile_rows_wide(hd));
         if (cfg.level == MF_SIMD_AVX512) {
             mf_cpu_attention_flash(&ap, &kv[l], q, o[l][1], 0, NT * nh, mf_cpu_attn_tile_avx512);
             if (type == MF_TYPE_F32) mf_cpu_attention_ordered_avx512(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);

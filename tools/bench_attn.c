@@ -4,7 +4,8 @@
  * layer call and the achieved GFLOP/s (4 flops per (row, visible cell, dim): q.k and p.v), in
  * thread CPU time (best of the repetitions), so time the thread spent descheduled on a shared
  * machine does not count.
- *   usage: bench_attn [--depth N] [--nt N] [--nh N] [--nkv N] [--hd N] [--reps R]
+ *   usage: bench_attn [--depth N] [--nt N] [--nh N] [--nkv N] [--hd N] [--reps R] [--rows N]
+ *   (--rows: every tile with up to N rows per tile instead of its own)
  *   e.g. bench_attn --depth 4096 --nt 1  (decode)     bench_attn --depth 4096 --nt 512  (prefill) */
 #include "cpu/cpu_attn.h"
 #include "core/core.h"
@@ -31,7 +32,7 @@ static float rndf(void) {
 }
 
 int main(int argc, char **argv) {
-    int depth = 4096, nt = 1, nh = 14, nkv = 2, hd = 64, reps = 5;
+    int depth = 4096, nt = 1, nh = 14, nkv = 2, hd = 64, reps = 5, rows = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--depth")) depth = v;
@@ -40,12 +41,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--nkv")) nkv = v;
         else if (!strcmp(argv[i], "--hd")) hd = v;
         else if (!strcmp(argv[i], "--reps")) reps = v;
+        else if (!strcmp(argv[i], "--rows")) rows = v;
         else {
             fprintf(stderr, "bench_attn: unknown option %s\n", argv[i]);
             return 2;
         }
     }
-    if (depth < 0 || nt < 1 || nkv < 1 || nh % nkv || hd < 1 || hd > MF_MAX_HEAD_DIM || reps < 1) {
+    if (depth < 0 || nt < 1 || nkv < 1 || nh % nkv || hd < 1 || hd > MF_MAX_HEAD_DIM || reps < 1 || rows < 0 ||
+        rows > mf_cpu_attn_tile_rows_wide(hd)) {
         fprintf(stderr, "bench_attn: bad shape\n");
         return 2;
     }
@@ -69,11 +72,12 @@ int main(int argc, char **argv) {
     const mf_attn_params ap = {.layer = 0, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 0.125f};
     double flops = 0;
     for (int t = 0; t < nt; t++) flops += 4.0 * nh * hd * (depth + t + 1);
-    struct { const char *name; mf_cpu_attn_tile_fn fn; mf_simd_level need; } tiles[] = {
-        {"c", mf_cpu_attn_tile_c, MF_SIMD_SCALAR},
+    /* each tile with the rows per tile mf_cpu_attention gives it */
+    struct { const char *name; mf_cpu_attn_tile_fn fn; mf_simd_level need; int rows; } tiles[] = {
+        {"c", mf_cpu_attn_tile_c, MF_SIMD_SCALAR, mf_cpu_attn_tile_rows(hd)},
 #if defined(__x86_64__)
-        {"avx2", mf_cpu_attn_tile_avx2, MF_SIMD_AVX2},
-        {"avx512", mf_cpu_attn_tile_avx512, MF_SIMD_AVX512},
+        {"avx2", mf_cpu_attn_tile_avx2, MF_SIMD_AVX2, mf_cpu_attn_tile_rows_wide(hd)},
+        {"avx512", mf_cpu_attn_tile_avx512, MF_SIMD_AVX512, mf_cpu_attn_tile_rows(hd)},
 #endif
     };
     printf("depth %d, %d tokens, %d heads (%d KV), head_dim %d, F16 cache, 1 thread, best of %d\n", depth, nt, nh, nkv,
@@ -83,7 +87,8 @@ int main(int argc, char **argv) {
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = cpu_s();
-            mf_cpu_attention_flash(&ap, &kv, q, out, 0, (int64_t)nt * nh, tiles[i].fn);
+            mf_cpu_attention_flash_rows(&ap, &kv, q, out, 0, (int64_t)nt * nh, tiles[i].fn,
+                                        rows ? rows : tiles[i].rows);
             best = MF_MIN(best, cpu_s() - t0);
         }
         printf("  %-7s %9.3f ms  %7.1f GFLOP/s\n", tiles[i].name, best * 1e3, flops / best / 1e9);

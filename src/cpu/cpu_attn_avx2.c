@@ -40,7 +40,7 @@ static inline __m256 exp8(__m256 x) {
 void mf_cpu_attn_exp8_avx2(const float *x, float *y) { _mm256_storeu_ps(y, exp8(_mm256_loadu_ps(x))); }
 
 /* s[c + i][8 (v0 + v) ..] = sum_d kf[c + i][d] * qt[d][8 (v0 + v) ..] for i < CB, v < NV: one fma
- * chain over d per score, whatever the blocking. qt rows are qs floats, s rows 32. */
+ * chain over d per score, whatever the blocking. qt rows are qs floats, s rows MF_ATTN_MAX_ROWS. */
 #define SCORES(CB, NV)                                                                                                 \
     static inline __attribute__((always_inline)) void scores_##CB##x##NV(const float *kf, int64_t hdp, int64_t hd,   \
                                                                          const float *qt, int qs, int v0, float *s) { \
@@ -56,7 +56,7 @@ void mf_cpu_attn_exp8_avx2(const float *x, float *y) { _mm256_storeu_ps(y, exp8(
             }                                                                                                          \
         }                                                                                                              \
         for (int i = 0; i < CB; i++)                                                                                   \
-            for (int v = 0; v < NV; v++) _mm256_store_ps(s + i * 32 + 8 * (v0 + v), acc[i][v]);                        \
+            for (int v = 0; v < NV; v++) _mm256_store_ps(s + i * MF_ATTN_MAX_ROWS + 8 * (v0 + v), acc[i][v]);                        \
     }
 SCORES(8, 1)
 SCORES(4, 2)
@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp
         __m256 v[3];
         for (int j = 0; j < nd; j++) v[j] = _mm256_load_ps(vf + c * hdp + d0 + 8 * j);
         for (int i = 0; i < 4; i++) {
-            const __m256 pc = _mm256_broadcast_ss(p + c * 32 + r0 + i);
+            const __m256 pc = _mm256_broadcast_ss(p + c * MF_ATTN_MAX_ROWS + r0 + i);
             for (int j = 0; j < nd; j++) acc[i][j] = _mm256_fmadd_ps(pc, v[j], acc[i][j]);
         }
     }
@@ -120,8 +120,8 @@ void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, cons
         for (int64_t d = 0; d < hd; d++) qt[d * qs + r] = r < nr ? q[rows[r] * hd + d] * ap->scale : 0.0f;
     }
     memset(o, 0, (size_t)nr4 * (size_t)hdp * sizeof(float));
-    __m256i vn[4];
-    __m256 m[4], l[4];
+    __m256i vn[MF_ATTN_MAX_ROWS / 8];
+    __m256 m[MF_ATTN_MAX_ROWS / 8], l[MF_ATTN_MAX_ROWS / 8];
     for (int v = 0; v < nrv; v++) {
         vn[v] = _mm256_load_si256((const __m256i *)(rn + 8 * v));
         m[v] = _mm256_set1_ps(-INFINITY);
@@ -135,19 +135,19 @@ void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, cons
         for (int c = 0; c < ce8; c += 8) {
             int v = 0;
             for (; v + 2 <= nrv; v += 2) {
-                scores_4x2(kf + c * hdp, hdp, hd, qt, qs, v, sp + c * 32);
-                scores_4x2(kf + (c + 4) * hdp, hdp, hd, qt, qs, v, sp + (c + 4) * 32);
+                scores_4x2(kf + c * hdp, hdp, hd, qt, qs, v, sp + c * MF_ATTN_MAX_ROWS);
+                scores_4x2(kf + (c + 4) * hdp, hdp, hd, qt, qs, v, sp + (c + 4) * MF_ATTN_MAX_ROWS);
             }
-            if (v < nrv) scores_8x1(kf + c * hdp, hdp, hd, qt, qs, v, sp + c * 32);
+            if (v < nrv) scores_8x1(kf + c * hdp, hdp, hd, qt, qs, v, sp + c * MF_ATTN_MAX_ROWS);
         }
         for (int v = 0; v < nrv; v++) {
             __m256 mt = ninf;
             for (int c = 0; c < ce8; c++) {
                 /* cell j0 + c is visible to the rows with rn > j0 + c (none for c >= ce) */
                 const __m256 vis = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vn[v], _mm256_set1_epi32(j0 + c)));
-                __m256 s = _mm256_load_ps(sp + c * 32 + 8 * v);
+                __m256 s = _mm256_load_ps(sp + c * MF_ATTN_MAX_ROWS + 8 * v);
                 s = _mm256_blendv_ps(ninf, s, c < ce ? vis : _mm256_setzero_ps());
-                _mm256_store_ps(sp + c * 32 + 8 * v, s);
+                _mm256_store_ps(sp + c * MF_ATTN_MAX_ROWS + 8 * v, s);
                 mt = _mm256_max_ps(mt, s);
             }
             const __m256 mn = _mm256_max_ps(m[v], mt);
@@ -156,8 +156,8 @@ void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, cons
             const __m256 al = exp8(_mm256_sub_ps(m[v], mu));
             __m256 sum = _mm256_setzero_ps();
             for (int c = 0; c < ce8; c++) {
-                const __m256 p = exp8(_mm256_sub_ps(_mm256_load_ps(sp + c * 32 + 8 * v), mu));
-                _mm256_store_ps(sp + c * 32 + 8 * v, p);
+                const __m256 p = exp8(_mm256_sub_ps(_mm256_load_ps(sp + c * MF_ATTN_MAX_ROWS + 8 * v), mu));
+                _mm256_store_ps(sp + c * MF_ATTN_MAX_ROWS + 8 * v, p);
                 sum = _mm256_add_ps(sum, p);
             }
             l[v] = _mm256_fmadd_ps(l[v], al, sum);
