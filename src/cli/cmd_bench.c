@@ -236,7 +236,8 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     if (ok && r->n_depth > 0) ok = run_once(c, n_vocab, 0, r->n_depth, 0, tokens, &rng, NULL) >= 0;
     /* Warm-up: builds and plans the graph, faults the weights in. A generation test warms up with one
      * token, as llama-bench does. */
-    if (ok && o->warmup) ok = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng, NULL) >= 0;
+    if (ok && o->warmup)
+        ok = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng, NULL) >= 0;
     for (int32_t k = 0; ok && k < o->reps; k++) {
         double ns = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_gen, tokens, &rng, &r->n_cells_start);
         ok = ns >= 0;

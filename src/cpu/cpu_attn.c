@@ -195,7 +195,8 @@ void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_
         return;
     }
     if (cfg->level == MF_SIMD_AVX2) {
-        mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx2, mf_cpu_attn_tile_rows_wide(ap->head_dim));
+        mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx2,
+                                    mf_cpu_attn_tile_rows_wide(ap->head_dim));
         return;
     }
 #endif

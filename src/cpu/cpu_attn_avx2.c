@@ -56,7 +56,7 @@ void mf_cpu_attn_exp8_avx2(const float *x, float *y) { _mm256_storeu_ps(y, exp8(
             }                                                                                                          \
         }                                                                                                              \
         for (int i = 0; i < CB; i++)                                                                                   \
-            for (int v = 0; v < NV; v++) _mm256_store_ps(s + i * MF_ATTN_MAX_ROWS + 8 * (v0 + v), acc[i][v]);                        \
+            for (int v = 0; v < NV; v++) _mm256_store_ps(s + i * MF_ATTN_MAX_ROWS + 8 * (v0 + v), acc[i][v]);       \
     }
 SCORES(8, 1)
 SCORES(4, 2)
@@ -187,7 +187,8 @@ void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, cons
         const __m256 vinv = _mm256_set1_ps(inv);
         float *y = out + rows[r] * hd;
         const int64_t nfull = hd & ~(int64_t)7;
-        for (int64_t d = 0; d < nfull; d += 8) _mm256_storeu_ps(y + d, _mm256_mul_ps(_mm256_load_ps(o + r * hdp + d), vinv));
+        for (int64_t d = 0; d < nfull; d += 8)
+            _mm256_storeu_ps(y + d, _mm256_mul_ps(_mm256_load_ps(o + r * hdp + d), vinv));
         for (int64_t d = nfull; d < hd; d++) y[d] = o[r * hdp + d] * inv;
     }
 }
