@@ -1,7 +1,8 @@
 /* test_cpu_attn.c: the attention kernels against the double-precision reference (blockwise kernel,
- * portable and AVX-512, F32 and F16 caches) and the AVX-512 ordered kernel bit for bit against its
- * reference twin; the vector exp bit for bit against the ordered softmax's; any split of the
- * (token, head) units gives the same bits. */
+ * portable, AVX2 and AVX-512, F32 and F16 caches; the SIMD tiles also against the portable one) and
+ * the AVX-512 ordered kernel bit for bit against its reference twin; the vector exps (AVX-512 bit
+ * for bit against the ordered softmax's, AVX2 within 2 ulp of exp); any split of the (token, head)
+ * units, and any rows per tile, give the same bits. */
 #include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
@@ -112,12 +113,12 @@ static double max_err(const float *o, const float *ref, size_t n) {
 }
 
 /* Units [0, n) in random ranges, as threads would get them. */
-static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile) {
+static void run_split(const attn_data *a, float *out, mf_cpu_attn_tile_fn tile, int rows) {
     const int64_t n = (int64_t)a->c.nt * a->c.nh;
     for (int64_t u = 0; u < n;) {
         const int64_t step = 1 + irand(40), u1 = MF_MIN(n, u + step);
         if (tile)
-            mf_cpu_attention_flash(&a->ap, &a->kv, a->q, out, u, u1, tile);
+            mf_cpu_attention_flash_rows(&a->ap, &a->kv, a->q, out, u, u1, tile, rows);
         else
             mf_cpu_attention(&cfg, &a->ap, &a->kv, a->q, out, u, u1, a->scores);
         u = u1;
@@ -135,19 +136,32 @@ static void check_case(const attn_case *c) {
     float *ref = malloc(a.nout * sizeof(float)), *o = malloc(a.nout * sizeof(float)),
           *o2 = malloc(a.nout * sizeof(float));
     mf_cpu_attention_ref(&a.ap, &a.kv, a.q, ref, c->nt);
-    mf_cpu_attn_tile_fn tiles[2] = {mf_cpu_attn_tile_c, NULL};
-    const char *tile_names[2] = {"c", "avx512"};
+    /* each tile with the rows per tile it runs with, the AVX2 one also with the narrower tiles */
+    const int rows = mf_cpu_attn_tile_rows(c->hd), wide = mf_cpu_attn_tile_rows_wide(c->hd);
+    mf_cpu_attn_tile_fn tiles[4] = {mf_cpu_attn_tile_c, NULL, NULL, NULL};
+    const int tile_rows[4] = {rows, wide, rows, rows};
+    const char *tile_names[4] = {"c", "avx2", "avx2 narrow", "avx512"};
 #if defined(__x86_64__)
     const bool avx512 = cfg.level == MF_SIMD_AVX512;
-    if (avx512) tiles[1] = mf_cpu_attn_tile_avx512;
+    if (cfg.level >= MF_SIMD_AVX2) tiles[1] = tiles[2] = mf_cpu_attn_tile_avx2;
+    if (avx512) tiles[3] = mf_cpu_attn_tile_avx512;
 #endif
-    for (int k = 0; k < 2; k++) {
+    float *oc = malloc(a.nout * sizeof(float)); /* the portable tile's result, the SIMD tiles' twin */
+    float *o1 = malloc(a.nout * sizeof(float)); /* the wide AVX2 tiles' */
+    for (int k = 0; k < 4; k++) {
         if (!tiles[k]) continue;
-        mf_cpu_attention_flash(&a.ap, &a.kv, a.q, o, 0, n, tiles[k]);
+        mf_cpu_attention_flash_rows(&a.ap, &a.kv, a.q, o, 0, n, tiles[k], tile_rows[k]);
         double e = max_err(o, ref, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max error %.3g", case_name(c), tile_names[k], e);
+        if (k == 0) memcpy(oc, o, a.nout * sizeof(float));
+        if (k == 1) memcpy(o1, o, a.nout * sizeof(float));
+        if (k == 2) /* a row's bits do not depend on the rows sharing its tile */
+            CHECKF(!memcmp(o, o1, a.nout * sizeof(float)), "%s flash avx2: 32- and 64-row tiles differ", case_name(c));
+        e = max_err(o, oc, a.nout);
+        CHECKF(e <= FLASH_TOL, "%s flash %s: max difference %.3g from the portable tile", case_name(c),
+               tile_names[k], e);
         memset(o2, 0xFF, a.nout * sizeof(float));
-        run_split(&a, o2, tiles[k]);
+        run_split(&a, o2, tiles[k], tile_rows[k]);
         CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s flash %s: split units differ", case_name(c),
                tile_names[k]);
     }
@@ -185,11 +199,13 @@ static void check_case(const attn_case *c) {
     /* the dispatching entry point: any split gives the same bits */
     mf_cpu_attention(&cfg, &a.ap, &a.kv, a.q, o, 0, n, a.scores);
     memset(o2, 0xFF, a.nout * sizeof(float));
-    run_split(&a, o2, NULL);
+    run_split(&a, o2, NULL, 0);
     CHECKF(!memcmp(o, o2, a.nout * sizeof(float)), "%s dispatch: split units differ", case_name(c));
     free(ref);
     free(o);
     free(o2);
+    free(oc);
+    free(o1);
     teardown(&a);
 }
 
@@ -268,7 +284,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
     }
     enum { NT = 12 };
     int32_t pos[2][NT], seq[2][NT];
-    float *q = malloc((size_t)(NT * nh * hd) * 4), *o[2][3];
+    float *q = malloc((size_t)(NT * nh * hd) * 4), *o[2][4];
     for (int i = 0; i < NT * nh * hd; i++) q[i] = frand();
     for (int t = 0; t < NT; t++) {
         pos[0][t] = pos[1][t] = n_pos - NT + t;
@@ -279,9 +295,12 @@ static void test_layout(mf_type type, int hd, int n_pos) {
     float *scores = malloc((size_t)(nh / nkv) * ((size_t)ncells + (size_t)hd) * 4);
     for (int l = 0; l < 2; l++) {
         CHECK(mf_kv_view_build(&kv[l], &vb[l], NT, pos[l], seq[l]) == MF_OK);
-        for (int kind = 0; kind < 3; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
+        for (int kind = 0; kind < 4; kind++) o[l][kind] = calloc((size_t)(NT * nh * hd), 4);
         mf_cpu_attention_flash(&ap, &kv[l], q, o[l][0], 0, NT * nh, mf_cpu_attn_tile_c);
 #if defined(__x86_64__)
+        if (cfg.level >= MF_SIMD_AVX2)
+            mf_cpu_attention_flash_rows(&ap, &kv[l], q, o[l][3], 0, NT * nh, mf_cpu_attn_tile_avx2,
+                                        mf_cpu_attn_tile_rows_wide(hd));
         if (cfg.level == MF_SIMD_AVX512) {
             mf_cpu_attention_flash(&ap, &kv[l], q, o[l][1], 0, NT * nh, mf_cpu_attn_tile_avx512);
             if (type == MF_TYPE_F32) mf_cpu_attention_ordered_avx512(&ap, &kv[l], q, o[l][2], 0, NT * nh, scores);
@@ -290,7 +309,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
         }
 #endif
     }
-    for (int kind = 0; kind < 3; kind++)
+    for (int kind = 0; kind < 4; kind++)
         for (int t = 0; t < NT; t++) {
             if (seq[1][t]) continue;
             CHECKF(!memcmp(o[0][kind] + t * nh * hd, o[1][kind] + t * nh * hd, (size_t)(nh * hd) * 4),
@@ -298,7 +317,7 @@ static void test_layout(mf_type type, int hd, int n_pos) {
                    hd, n_pos, kind, t);
         }
     for (int l = 0; l < 2; l++) {
-        for (int kind = 0; kind < 3; kind++) free(o[l][kind]);
+        for (int kind = 0; kind < 4; kind++) free(o[l][kind]);
         mf_kv_view_buf_free(&vb[l]);
         mf_kv_free(&kv[l]);
     }
@@ -339,12 +358,41 @@ static void test_exp(void) {
     }
     CHECKF(bad == 0, "vector exp: %zu of %zu differ", bad, total);
 }
+
+/* The AVX2 tile's exp against exp: within 2 ulp down to -87, exactly 1 at 0, exactly 0 below -87
+ * (-inf included: no subnormal results), infinity above the largest float, NaN for NaN. */
+static void test_exp8(void) {
+    if (cfg.level < MF_SIMD_AVX2) return;
+    enum { N = 4096 };
+    static float x[N], y[N];
+    size_t bad = 0;
+    const float special[8] = {0.0f, -0.0f, -INFINITY, INFINITY, NAN, -87.01f, 88.8f, -1000.0f};
+    const float want[8] = {1.0f, 1.0f, 0.0f, INFINITY, NAN, 0.0f, INFINITY, 0.0f};
+    mf_cpu_attn_exp8_avx2(special, y);
+    for (int i = 0; i < 8; i++)
+        CHECKF(isnan(want[i]) ? isnan(y[i]) : y[i] == want[i], "exp8(%g) = %g, want %g", (double)special[i],
+               (double)y[i], (double)want[i]);
+    for (int round = 0; round < 100; round++) {
+        for (int i = 0; i < N; i++) x[i] = round % 2 ? frand() * 87.0f : frand() * 20.0f - 10.0f;
+        if (round == 0) x[0] = -87.0f, x[1] = 88.7f;
+        for (int i = 0; i < N; i += 8) mf_cpu_attn_exp8_avx2(x + i, y + i);
+        for (int i = 0; i < N; i++) {
+            const double e = exp((double)x[i]), ulp = (double)nextafterf((float)e, INFINITY) - (double)(float)e;
+            if (fabs((double)y[i] - e) > 2.0 * ulp && bad++ < 5)
+                fprintf(stderr, "exp8(%a) = %a, exp %a\n", (double)x[i], (double)y[i], e);
+            if (x[i] >= -87.0f && !isnormal(y[i]) && bad++ < 5)
+                fprintf(stderr, "exp8(%a) = %a\n", (double)x[i], (double)y[i]);
+        }
+    }
+    CHECKF(bad == 0, "exp8: %zu values off", bad);
+}
 #endif
 
 int main(void) {
     cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
     test_exp();
+    test_exp8();
 #endif
     test_cases();
     for (int ti = 0; ti < 2; ti++) {

@@ -7,10 +7,17 @@ runs `minfer bench` and, when given a llama-bench binary, llama-bench on the sam
 settings. The two programs take turns (--rounds rounds, each program -r repetitions per round, the
 order flipping every round), so load on a shared machine falls on both. Prints one table with
 tokens/s of both, the ratio minfer / llama.cpp, and each program's peak resident memory (from wait4)
-for the same model and context.
+for the same model and context, under a header naming the CPU and the kernels each program ran.
+
+-d runs every test at those depths in both programs (llama-bench's "pp512 @ d4096"); --llama-fa 0,1
+runs llama-bench with flash attention off and on, and the table compares minfer with llama.cpp's
+better setting per test (the column "llama.cpp fa" says which). --isa (or MINFER_ISA) picks minfer's
+kernels, e.g. avx2 on an AVX-512 machine against a llama.cpp built for AVX2 only (--llama-label names
+that build in the header).
 
   compare_llama.py --minfer build/minfer [--llama-bench PATH] --shape qwen2-0.5b --types Q4_0,Q8_0,Q4_K_M
-                   [-p 512] [-n 128] [-t 2] [-r 2] [--rounds 2] [--no-mmap] [--models-dir DIR] [--out FILE.md]
+                   [-p 512] [-n 128] [-d 0,4096] [--llama-fa 0,1] [--isa avx2] [-t 2] [-r 2] [--rounds 2]
+                   [--no-mmap] [--models-dir DIR] [--out FILE.md]
 """
 import argparse
 import json
@@ -57,13 +64,13 @@ def make_model(args, shape, qtype):
     return out
 
 
-def run_with_rss(cmd):
+def run_with_rss(cmd, env=None):
     """Run cmd with its own wait4, so its peak RSS is its own (not the maximum over all children)."""
     t0 = time.time()
     out_path = f"/tmp/compare_llama.{os.getpid()}.out"
     err_path = out_path + ".err"
     with open(out_path, "wb") as fo, open(err_path, "wb") as fe:
-        pid = os.posix_spawn(cmd[0], cmd, os.environ, file_actions=[
+        pid = os.posix_spawn(cmd[0], cmd, env or os.environ, file_actions=[
             (os.POSIX_SPAWN_DUP2, fo.fileno(), 1), (os.POSIX_SPAWN_DUP2, fe.fileno(), 2)])
         _, status, ru = os.wait4(pid, 0)
     out = open(out_path, "rb").read().decode(errors="replace")
@@ -91,7 +98,41 @@ def parse_bench_json(text):
 
 
 def test_name(t):
-    return f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+    """llama-bench's name: pp512, tg128, and " @ d4096" after it at a depth."""
+    name = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+    return name + (f" @ d{t['n_depth']}" if t.get("n_depth") else "")
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def header(results, args):
+    """Where the figures come from: the CPU, the kernels minfer ran, the llama.cpp build."""
+    mf_rows = [e["row"] for r in results.values() for e in r.get("minfer", {"tests": {}})["tests"].values()]
+    ll_rows = [e["row"] for r in results.values() for e in r.get("llama.cpp", {"tests": {}})["tests"].values()]
+    isa = sorted({r.get("isa", "?") for r in mf_rows}) or ["?"]
+    cpu = next((r["cpu_info"] for r in mf_rows if r.get("cpu_info")), None) or getattr(args, "cpu", None) or cpu_model()
+    line = f"CPU: {cpu}; minfer kernels: {', '.join(isa)}"
+    if getattr(args, "isa", None):
+        line += f" (MINFER_ISA={args.isa})"
+    if ll_rows:
+        ll = ll_rows[0]
+        line += (f"; llama.cpp: {getattr(args, 'llama_label', None) or 'llama-bench'}, build "
+                 f"{ll.get('build_commit', '?')} ({ll.get('build_number', '?')}), its CPU: {ll.get('cpu_info', '?')}")
+    return line
+
+
+def llama_best(e):
+    """The llama.cpp setting (flash attention value) with the best mean, its samples."""
+    fa, samples = max(e["by_fa"].items(), key=lambda kv: stats(kv[1])[0])
+    return fa, samples
 
 
 def stats(samples):
@@ -118,11 +159,10 @@ def render(results, started, loads, args):
     lines = [f"minfer vs llama.cpp, {started}; threads {args.t}; {args.rounds} rounds x {args.r} repetitions per "
              f"program, alternating; 1-minute load average during the run: {min(loads, key=float)}.."
              f"{max(loads, key=float)} "
-             f"({os.cpu_count()} CPUs); CPU {cpu_model()}; minfer kernels MINFER_ISA={os.environ.get('MINFER_ISA', 'auto')}",
-             ""]
+             f"({os.cpu_count()} CPUs)", header(results, args), ""]
     lines += ["| model | test | minfer t/s | llama.cpp t/s | ratio | best minfer | best llama.cpp | ratio of best "
-              "| minfer achieved (best) | minfer peak RSS | llama.cpp peak RSS |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| minfer achieved (best) | minfer peak RSS | llama.cpp peak RSS | llama.cpp fa |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for path, res in results.items():
         mf = res.get("minfer", {"tests": {}})
         ll = res.get("llama.cpp", {"tests": {}})
@@ -134,8 +174,11 @@ def render(results, started, loads, args):
             per_tok = (row["macs_per_token"] - row.get("macs_output", 0) + row.get("macs_output", 0) / row["n_prompt"]
                        if row["n_prompt"] else row["bytes_per_token"])
             ach = f"{per_tok * m_best / 1e9:.1f} {'GMAC/s' if row['n_prompt'] else 'GB/s'}"
+            fa = "-"
             if tname in ll["tests"]:
-                ls = ll["tests"][tname]["samples"]
+                fa, ls = llama_best(ll["tests"][tname])
+                if len(ll["tests"][tname]["by_fa"]) > 1:
+                    fa = f"{fa} (best of {','.join(ll['tests'][tname]['by_fa'])})"
                 l_mean, l_sd = stats(ls)
                 l_best = max(ls)
                 lcol, ratio = f"{l_mean:.2f} ± {l_sd:.2f}", f"{m_mean / l_mean:.2f}x"
@@ -144,7 +187,7 @@ def render(results, started, loads, args):
             else:
                 lcol = ratio = lbest = rbest = lrss = "-"
             lines.append(f"| {os.path.basename(path)} | {tname} | {m_mean:.2f} ± {m_sd:.2f} | {lcol} | {ratio} | "
-                         f"{m_best:.2f} | {lbest} | {rbest} | {ach} | {mf['rss'] / 2**20:.0f} MiB | {lrss} |")
+                         f"{m_best:.2f} | {lbest} | {rbest} | {ach} | {mf['rss'] / 2**20:.0f} MiB | {lrss} | {fa} |")
     pages = [f"{os.path.basename(p)}: {r['pages']}" for p, r in results.items() if r.get("pages")]
     if pages:
         lines += ["", "Page cache of each file after the untimed first load (huge: 2 MiB pages; reloaded: read "
@@ -161,6 +204,11 @@ def main():
     ap.add_argument("--model", action="append", default=[], help="an existing GGUF file to add (repeatable)")
     ap.add_argument("-p", default="512", help="prompt lengths, comma-separated")
     ap.add_argument("-n", default="128", help="generation lengths, comma-separated")
+    ap.add_argument("-d", help="depths (tokens already in the cache), comma-separated; passed to both programs")
+    ap.add_argument("--llama-fa", help="llama-bench's -fa values, e.g. 0,1: the table takes the better per test")
+    ap.add_argument("--isa", default=os.environ.get("MINFER_ISA"),
+                    help="minfer's kernels (MINFER_ISA for its runs: avx2, avx512, scalar; default: env or auto)")
+    ap.add_argument("--llama-label", help="what the llama.cpp build is, for the header (e.g. 'AVX2-only build')")
     ap.add_argument("-t", default="2", help="threads")
     ap.add_argument("-r", type=int, default=2, help="repetitions per program per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of alternating runs")
@@ -180,6 +228,8 @@ def main():
     if args.from_json:
         d = json.load(open(args.from_json))
         args.t, args.rounds, args.r = d["args"]["t"], d["args"]["rounds"], d["args"]["r"]
+        args.isa, args.llama_label = d["args"].get("isa"), d["args"].get("llama_label")
+        args.cpu = d.get("cpu")
         print(render(d["results"], d["started"], d["loads"], args))
         return
     args.minfer = os.path.abspath(args.minfer)
@@ -189,13 +239,18 @@ def main():
         for qt in filter(None, (x.strip() for x in args.types.split(","))):
             models.append(make_model(args, shape, qt))
 
-    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)]
+    common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", str(args.r)] + (["-d", args.d] if args.d else [])
+    mf_env = dict(os.environ)
+    if args.isa:
+        mf_env["MINFER_ISA"] = args.isa
     mf_cmd = [args.minfer, "bench", *common, "--json"] + (["-mmp", "0"] if args.no_mmap else [])
     if args.mem_bw:
         mf_cmd += ["--mem-bw", str(args.mem_bw)]
     if args.peak_gmacs:
         mf_cmd += ["--peak-gmacs", str(args.peak_gmacs)]
     ll_cmd = [os.path.abspath(args.llama_bench), *common, "-o", "json"] if args.llama_bench else None
+    if ll_cmd and args.llama_fa:
+        ll_cmd += ["-fa", args.llama_fa]
     if ll_cmd and args.no_mmap:
         ll_cmd += llama_no_mmap_flags(ll_cmd[0])
 
@@ -208,7 +263,8 @@ def main():
         # One untimed minfer load first: it reads the file into the page cache, in 2 MiB pages where
         # the cache held it in small ones (see src/gguf/gguf_pages.c), so both programs' timed runs
         # start from the same cache.
-        out, _, _ = run_with_rss(mf_cmd[:2] + ["-m", path, "-p", "0", "-n", "1", "-r", "1", "-t", args.t, "--json"])
+        out, _, _ = run_with_rss(mf_cmd[:2] + ["-m", path, "-p", "0", "-n", "1", "-r", "1", "-t", args.t, "--json"],
+                                 mf_env)
         res["pages"] = parse_bench_json(out)[0].get("pages", "?")
         log(f"[{os.path.basename(path)}] page cache: {res['pages']}")
         for rnd in range(args.rounds):
@@ -218,14 +274,15 @@ def main():
             for name, cmd in progs:
                 full = cmd[:2] + ["-m", path] + cmd[2:] if name == "minfer" else cmd[:1] + ["-m", path] + cmd[1:]
                 log(f"[{os.path.basename(path)} round {rnd + 1}/{args.rounds}] {name} (load {load_avg()})")
-                out, rss, secs = run_with_rss(full)
+                out, rss, secs = run_with_rss(full, mf_env if name == "minfer" else None)
                 loads.append(load_avg())
                 r = res.setdefault(name, {"tests": {}, "rss": 0, "seconds": 0.0})
                 r["rss"] = max(r["rss"], rss)
                 r["seconds"] += secs
                 for t in parse_bench_json(out):
-                    e = r["tests"].setdefault(test_name(t), {"samples": [], "row": t})
+                    e = r["tests"].setdefault(test_name(t), {"samples": [], "row": t, "by_fa": {}})
                     e["samples"] += t["samples_ts"]
+                    e["by_fa"].setdefault(str(t.get("flash_attn", "-")), []).extend(t["samples_ts"])
                     e["row"] = t
 
     table = render(results, started, loads, args)
@@ -236,7 +293,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"started": started, "loads": loads, "minfer_cmd": mf_cmd, "llama_cmd": ll_cmd,
-                       "args": {"t": args.t, "rounds": args.rounds, "r": args.r},
+                       "args": {"t": args.t, "rounds": args.rounds, "r": args.r, "isa": args.isa,
+                                "llama_label": args.llama_label}, "cpu": cpu_model(),
                        "results": results}, f, indent=1)
 
 

@@ -1,6 +1,8 @@
 /* cmd_bench.c: `minfer bench`, llama-bench's measurements for minfer: prompt processing (ppN: N
  * random tokens from an empty cache, one decode call that runs in ubatch chunks) and generation (tgN:
- * N one-token decodes from an empty cache), r repetitions after an untimed warm-up, as mean and
+ * N one-token decodes from an empty cache; with -d D, "ppN @ dD" and "tgN @ dD": the same after D
+ * random tokens of context, filled once per test and not timed), r repetitions after an untimed
+ * warm-up, as mean and
  * sample standard deviation of tokens/s. Each test also reports what it achieved against the
  * machine's limits: weight bytes read per token x tokens/s (GB/s, the decode bound) and weight MACs
  * per token x tokens/s (GMAC/s, the prefill bound), and the process's peak resident memory. */
@@ -24,7 +26,7 @@ typedef struct {
 typedef struct {
     const char *paths[MAX_LIST];
     int n_models;
-    int_list pp, tg, threads, ubatch;
+    int_list pp, tg, threads, ubatch, depth;
     long long reps;
     bool json, warmup, kv_f32, no_mmap;
     double mem_bw, peak_gmacs; /* 0: probe */
@@ -51,7 +53,9 @@ typedef struct {
 typedef struct {
     model_info mi;
     const char *path;
-    int32_t n_threads, n_ubatch, n_prompt, n_gen;
+    int32_t n_threads, n_ubatch, n_prompt, n_gen, n_depth;
+    int32_t n_cells_start; /* cells in the cache when the timed runs began (the depth's context) */
+    const char *isa;       /* the kernels the context ran (mf_isa_kernels_name) */
     double *samples_ns; /* reps */
     int32_t n_samples;
     double avg_ts, stddev_ts, avg_ns, stddev_ns;
@@ -70,6 +74,8 @@ static void usage(FILE *f) {
             "  -n, --n-gen N,..      generated tokens (default 128; 0: none)\n"
             "  -t, --threads N,..    threads (default: all CPUs)\n"
             "  -ub, --ubatch N,..    prefill chunk (default 512)\n"
+            "  -d, --n-depth N,..    tokens of context already in the cache when a test starts (default 0;\n"
+            "                        filled with random tokens once per test, not timed)\n"
             "  -r, --repetitions N   timed runs per test (default 5)\n"
             "  -o, --output md|json  output format (default md); --json is -o json\n"
             "  --kv-type f16|f32     KV cache type (default f16)\n"
@@ -177,11 +183,13 @@ static int32_t next_token(uint64_t *s, int32_t n_vocab) {
     return (int32_t)(((*s * 0x2545F4914F6CDD1DULL) >> 33) % (uint64_t)n_vocab);
 }
 
-/* One timed (or warm-up) run: empty the cache, then the prompt in one call, or n_gen single-token
- * decodes. Returns nanoseconds, or a negative value on failure (error printed). */
-static double run_once(mf_context *c, int32_t n_vocab, int32_t n_prompt, int32_t n_gen, int32_t *tokens,
-                       uint64_t *rng) {
-    mf_context_seq_rm(c, -1, 0, -1);
+/* One timed (or warm-up) run: drop everything past the depth's context (the cache then holds
+ * positions 0..n_depth-1, or nothing), then the prompt in one call, or n_gen single-token decodes.
+ * Returns nanoseconds, or a negative value on failure (error printed). */
+static double run_once(mf_context *c, int32_t n_vocab, int32_t n_depth, int32_t n_prompt, int32_t n_gen,
+                       int32_t *tokens, uint64_t *rng, int32_t *n_cells) {
+    mf_context_seq_rm(c, -1, n_depth, -1);
+    if (n_cells) *n_cells = mf_context_n_used(c);
     for (int32_t i = 0; i < n_prompt; i++) tokens[i] = next_token(rng, n_vocab);
     int32_t tok = next_token(rng, n_vocab);
     double t0 = mf_time_s();
@@ -206,7 +214,7 @@ static double run_once(mf_context *c, int32_t n_vocab, int32_t n_prompt, int32_t
 static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     mf_context_params p = mf_context_default_params();
     cli_context_env(&p);
-    p.n_ctx = r->n_prompt + r->n_gen;
+    p.n_ctx = r->n_depth + r->n_prompt + r->n_gen;
     p.n_threads = r->n_threads;
     p.n_ubatch = r->n_ubatch;
     p.kv_f32 = o->kv_f32;
@@ -217,17 +225,21 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
         return false;
     }
     r->n_threads = mf_context_n_threads(c);
+    r->isa = mf_isa_kernels_name(mf_context_isa(c));
     int32_t n_vocab = mf_model_n_vocab(m);
-    int32_t *tokens = malloc((size_t)CLI_MAX(r->n_prompt, 1) * sizeof *tokens);
+    int32_t *tokens = malloc((size_t)CLI_MAX(CLI_MAX(r->n_prompt, r->n_depth), 1) * sizeof *tokens);
     r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
     bool ok = tokens && r->samples_ns;
     if (!ok) cli_error("bench: out of memory");
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    /* The depth's context: random tokens, once; every run keeps it and drops what came after. */
+    if (ok && r->n_depth > 0) ok = run_once(c, n_vocab, 0, r->n_depth, 0, tokens, &rng, NULL) >= 0;
     /* Warm-up: builds and plans the graph, faults the weights in. A generation test warms up with one
      * token, as llama-bench does. */
-    if (ok && o->warmup) ok = run_once(c, n_vocab, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng) >= 0;
+    if (ok && o->warmup)
+        ok = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng, NULL) >= 0;
     for (int32_t k = 0; ok && k < o->reps; k++) {
-        double ns = run_once(c, n_vocab, r->n_prompt, r->n_gen, tokens, &rng);
+        double ns = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_gen, tokens, &rng, &r->n_cells_start);
         ok = ns >= 0;
         if (ok) r->samples_ns[r->n_samples++] = CLI_MAX(ns, 1.0);
     }
@@ -254,6 +266,12 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     return true;
 }
 
+/* llama-bench's test name: "pp512", "tg128", and " @ d4096" after it at a depth. */
+static void test_name(const bench_result *r, char *buf, size_t n) {
+    int k = snprintf(buf, n, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (r->n_depth > 0 && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " @ d%d", r->n_depth);
+}
+
 static void fmt_size(char *buf, size_t n, uint64_t bytes) {
     if (bytes >= (1ull << 30))
         snprintf(buf, n, "%.2f GiB", (double)bytes / (1ull << 30));
@@ -268,10 +286,10 @@ static void print_md_header(bool show_ub) {
 }
 
 static void print_md_row(const bench_result *r, bool show_ub) {
-    char size[32], rss[32], test[32], ub[32] = "", ach[64];
+    char size[32], rss[32], test[48], ub[32] = "", ach[64];
     fmt_size(size, sizeof size, r->mi.size);
     fmt_size(rss, sizeof rss, r->peak_rss);
-    snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    test_name(r, test, sizeof test);
     if (show_ub) snprintf(ub, sizeof ub, " %d |", r->n_ubatch);
     /* Prefill is bound by arithmetic, decode by reading the weights. */
     double v = r->n_prompt ? r->gmacs : r->gbps, lim = r->n_prompt ? r->lim.gmacs : r->lim.mem_bw;
@@ -294,20 +312,20 @@ static json_t *result_json(const bench_result *r) {
         json_array_append_new(ns, json_integer((json_int_t)r->samples_ns[k]));
         json_array_append_new(ts, json_real(n_tok * 1e9 / r->samples_ns[k]));
     }
-    char test[32];
-    snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
-    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
-                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s}",
+    char test[48];
+    test_name(r, test, sizeof test);
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
+                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s, s:s, s:s}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
-                     "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "test", test,
+                     "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", r->n_depth, "n_cells_start", r->n_cells_start, "test", test,
                      "load_s", r->mi.load_s, "avg_ns", (json_int_t)r->avg_ns, "stddev_ns", (json_int_t)r->stddev_ns,
                      "avg_ts", r->avg_ts, "stddev_ts", r->stddev_ts, "samples_ns", ns, "samples_ts", ts,
                      "bytes_per_token", (json_int_t)r->mi.bytes_per_token, "macs_per_token",
                      (json_int_t)r->mi.macs_per_token, "macs_output", (json_int_t)r->mi.macs_output, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
                      "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
                      "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
-                     (json_int_t)r->peak_rss, "pages", r->mi.pages);
+                     (json_int_t)r->peak_rss, "pages", r->mi.pages, "isa", r->isa, "cpu_info", mf_cpu_name());
 }
 
 /* Commas separate models, as in llama-bench's -m; the path strings stay in argv, cut in place. */
@@ -351,6 +369,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         } else if ((r = cli_take_value(argc, argv, &i, "-ub", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--ubatch", &val))) {
             if (r < 0 || !parse_list("-ub", val, 1, 8192, &o->ubatch)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-d", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--n-depth", &val))) {
+            if (r < 0 || !parse_list("-d", val, 0, 1 << 20, &o->depth)) return 2;
         } else if ((r = cli_take_value(argc, argv, &i, "-r", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--repetitions", &val))) {
             if (r < 0 || !cli_parse_int("-r", val, 1, 100000, &o->reps)) return 2;
@@ -397,7 +418,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 int cmd_bench(int argc, char **argv) {
     bench_opts o = {.pp = {{512}, 1, false}, .tg = {{128}, 1, false}, .threads = {{0}, 1, false},
-                    .ubatch = {{512}, 1, false}, .reps = 5, .warmup = true};
+                    .ubatch = {{512}, 1, false}, .depth = {{0}, 1, false}, .reps = 5, .warmup = true};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
     bool show_ub = o.ubatch.n > 1 || o.ubatch.v[0] != 512;
@@ -425,26 +446,29 @@ int cmd_bench(int argc, char **argv) {
         if (o.no_mmap) info.pages = "read";
         for (int ti = 0; ti < o.threads.n && rc == 0; ti++) {
             for (int ui = 0; ui < o.ubatch.n && rc == 0; ui++) {
-                /* Every prompt length, then every generation length, as llama-bench orders them. */
+                /* Every prompt length, then every generation length, each at every depth, as
+                 * llama-bench orders them. */
                 for (int k = 0; k < o.pp.n + o.tg.n && rc == 0; k++) {
-                    bool is_pp = k < o.pp.n;
-                    long long len = is_pp ? o.pp.v[k] : o.tg.v[k - o.pp.n];
-                    if (len == 0) continue;
-                    bench_result r = {.mi = info, .path = o.paths[mi], .n_threads = (int32_t)o.threads.v[ti],
-                                      .n_ubatch = (int32_t)o.ubatch.v[ui], .n_prompt = is_pp ? (int32_t)len : 0,
-                                      .n_gen = is_pp ? 0 : (int32_t)len};
-                    if (!run_test(m, &o, &r)) {
-                        rc = 1;
-                    } else {
-                        r.lim = *get_limits(&o, r.n_threads, limits, &n_limits);
-                        if (o.json) {
-                            json_array_append_new(all, result_json(&r));
+                    for (int di = 0; di < o.depth.n && rc == 0; di++) {
+                        bool is_pp = k < o.pp.n;
+                        long long len = is_pp ? o.pp.v[k] : o.tg.v[k - o.pp.n];
+                        if (len == 0) continue;
+                        bench_result r = {.mi = info, .path = o.paths[mi], .n_threads = (int32_t)o.threads.v[ti],
+                                          .n_ubatch = (int32_t)o.ubatch.v[ui], .n_prompt = is_pp ? (int32_t)len : 0,
+                                          .n_gen = is_pp ? 0 : (int32_t)len, .n_depth = (int32_t)o.depth.v[di]};
+                        if (!run_test(m, &o, &r)) {
+                            rc = 1;
                         } else {
-                            if (!header_done) print_md_header(show_ub), header_done = true;
-                            print_md_row(&r, show_ub);
+                            r.lim = *get_limits(&o, r.n_threads, limits, &n_limits);
+                            if (o.json) {
+                                json_array_append_new(all, result_json(&r));
+                            } else {
+                                if (!header_done) print_md_header(show_ub), header_done = true;
+                                print_md_row(&r, show_ub);
+                            }
                         }
+                        free(r.samples_ns);
                     }
-                    free(r.samples_ns);
                 }
             }
         }

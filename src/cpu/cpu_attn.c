@@ -1,7 +1,8 @@
 /* cpu_attn.c: the CPU backend's attention: softmax(q.K^T * scale) . V over the cells each token
  * sees, its sequence's cells at positions <= its own in position order (the KV cache's view, kv.h;
- * layouts in cpu.h, tiling in cpu_attn.h), for an F16 or F32 KV cache. A blockwise kernel with an online softmax (AVX-512 or portable C) serves the F16
- * cache and MINFER_ORDER=fast; an F32 cache with the ordered kernels on repeats llama.cpp's order. */
+ * layouts in cpu.h, tiling in cpu_attn.h), for an F16 or F32 KV cache. A blockwise kernel with an
+ * online softmax (AVX-512, AVX2 or portable C) serves the F16 cache and MINFER_ORDER=fast; an F32
+ * cache with the ordered kernels on repeats llama.cpp's order. */
 #include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
@@ -21,8 +22,12 @@ static void fill_fp16_table(void) {
 void mf_cpu_init_tables(void) { pthread_once(&fp16_once, fill_fp16_table); }
 
 /* Rows per tile: 32 (two 16-lane vectors) while 32 rows of hd floats (rounded up to 16) fit a
- * tile buffer, else 16. */
+ * tile buffer, else 16; wide: the same up to 64. */
 int mf_cpu_attn_tile_rows(int64_t hd) {
+    return (int)MF_MIN(32, (MF_ATTN_TILE_FLOATS / ((hd + 15) & ~(int64_t)15)) & ~(int64_t)15);
+}
+
+int mf_cpu_attn_tile_rows_wide(int64_t hd) {
     return (int)MF_MIN(MF_ATTN_MAX_ROWS, (MF_ATTN_TILE_FLOATS / ((hd + 15) & ~(int64_t)15)) & ~(int64_t)15);
 }
 
@@ -34,8 +39,13 @@ int mf_cpu_attn_tile_cells(int64_t hd) {
 
 void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
                             int64_t u1, mf_cpu_attn_tile_fn tile) {
+    mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, tile, mf_cpu_attn_tile_rows(ap->head_dim));
+}
+
+void mf_cpu_attention_flash_rows(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                 int64_t u0, int64_t u1, mf_cpu_attn_tile_fn tile, int max_rows) {
+    MF_ASSERT(max_rows >= 1 && max_rows <= MF_ATTN_MAX_ROWS);
     const int64_t hd = ap->head_dim, nh = ap->n_head, group = nh / ap->n_head_kv;
-    const int max_rows = mf_cpu_attn_tile_rows(hd);
     int64_t rows[MF_ATTN_MAX_ROWS];
     for (int32_t kvh = 0; kvh < ap->n_head_kv; kvh++) {
         int nr = 0;
@@ -182,6 +192,11 @@ void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_
     }
     if (avx512) {
         mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx512);
+        return;
+    }
+    if (cfg->level == MF_SIMD_AVX2) {
+        mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx2,
+                                    mf_cpu_attn_tile_rows_wide(ap->head_dim));
         return;
     }
 #endif

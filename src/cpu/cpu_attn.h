@@ -11,8 +11,10 @@
  * consecutive cells, with an online softmax per row. The tile buffers live on the stack and hold
  * MF_ATTN_TILE_FLOATS floats each (a K tile, a V tile, the rows' queries, their accumulators). */
 #define MF_ATTN_TILE_FLOATS 8192
-#define MF_ATTN_MAX_ROWS 32
+#define MF_ATTN_MAX_ROWS 64
 int mf_cpu_attn_tile_rows(int64_t hd);
+/* Up to 64 rows (the AVX2 tile: each converted K/V tile serves twice the rows). */
+int mf_cpu_attn_tile_rows_wide(int64_t hd);
 int mf_cpu_attn_tile_cells(int64_t hd);
 
 /* One tile of rows: units rows[0..nr) of tokens of one sequence (one kv->view.list, every
@@ -26,11 +28,21 @@ typedef void (*mf_cpu_attn_tile_fn)(const mf_attn_params *ap, const mf_kv_cache 
 void mf_cpu_attn_tile_c(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
                         const int64_t *rows, int nr);
 
-/* Units [u0, u1) through the blockwise kernel tile (tokens that see no cell get zeros). */
+/* Units [u0, u1) through the blockwise kernel tile (tokens that see no cell get zeros), tiles of up
+ * to mf_cpu_attn_tile_rows(hd) rows; _rows: up to max_rows <= MF_ATTN_MAX_ROWS rows (what the tile
+ * function takes). */
 void mf_cpu_attention_flash(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int64_t u0,
                             int64_t u1, mf_cpu_attn_tile_fn tile);
+void mf_cpu_attention_flash_rows(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                 int64_t u0, int64_t u1, mf_cpu_attn_tile_fn tile, int max_rows);
 
 #if defined(__x86_64__)
+/* AVX2 + FMA + F16C required: 8 rows per vector, exp8 below for the softmax; nr up to
+ * mf_cpu_attn_tile_rows_wide(hd). */
+void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
+                           const int64_t *rows, int nr);
+/* y[i] = the AVX2 tile's exp of x[i], i < 8 (for tests, against expf). */
+void mf_cpu_attn_exp8_avx2(const float *x, float *y);
 /* AVX-512 F/BW/DQ/VL required. */
 void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
                              int32_t kvh, const int64_t *rows, int nr);

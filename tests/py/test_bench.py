@@ -92,6 +92,9 @@ def test_json_fields_and_statistics():
         assert t["peak_rss_bytes"] > t["bytes_per_token"] // 2  # the weights were read, so they are resident
         assert t["pages"] == "n/a"  # under one 2 MiB page of data: nothing for the page cache check to do
     assert (tests[0]["n_prompt"], tests[0]["n_gen"], tests[1]["n_prompt"], tests[1]["n_gen"]) == (8, 0, 0, 4)
+    assert tests[0]["isa"] in ("avx512-vnni", "avx2", "neon-dotprod", "scalar") and "cpu_info" in tests[0]
+    t = bench_json(MODEL, "-p", "0", "-n", "1", "-r", "1", "-t", "1", *LIMITS, env={"MINFER_ISA": "scalar"})[0]
+    assert t["isa"] == "scalar"
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -121,6 +124,26 @@ def test_lists_and_repeated_flags(tiny):
     assert [key(t) for t in b] == want
     c = bench_json(f"{MODEL},{tiny[True]}", "-p", "4,8", "-n", "2", "-t", "1,2", "-r", "1", *LIMITS)
     assert [key(t) for t in c] == want
+
+
+def test_depth():
+    """-d: each test after that many tokens of context, named as llama-bench names it ("pp8 @ d40"),
+    every prompt and generation length at every depth; the timed runs start from exactly the depth's
+    cells (the fill is kept, what a run added is dropped before the next)."""
+    r = bench(MODEL, "-p", "8", "-n", "4", "-d", "0,40", "-r", "2", "-t", "1", *LIMITS)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert [row["test"] for row in rows] == ["pp8", "pp8 @ d40", "tg4", "tg4 @ d40"]
+    tests = bench_json(MODEL, "-p", "8", "-n", "4", "-d", "40", "-d", "100", "-r", "2", "-t", "1", "-ub", "16",
+                       *LIMITS)
+    assert [(t["test"], t["n_depth"], t["n_prompt"], t["n_gen"]) for t in tests] == [
+        ("pp8 @ d40", 40, 8, 0), ("pp8 @ d100", 100, 8, 0), ("tg4 @ d40", 40, 0, 4), ("tg4 @ d100", 100, 0, 4)]
+    assert [t["n_cells_start"] for t in tests] == [40, 100, 40, 100]
+    assert all(len(t["samples_ns"]) == 2 for t in tests)
+    t = bench_json(MODEL, "-p", "8", "-n", "0", "-r", "1", "-t", "1", *LIMITS)[0]
+    assert (t["test"], t["n_depth"], t["n_cells_start"]) == ("pp8", 0, 0)
+    r = bench(MODEL, "-d", "-1", *LIMITS)
+    assert r.returncode == 2 and "-d" in r.stderr
 
 
 def test_ubatch_column_and_zero_lengths():
@@ -184,6 +207,59 @@ def test_errors():
     r = bench("/nonexistent/model.gguf", *LIMITS)
     assert r.returncode == 1 and "/nonexistent/model.gguf" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+FAKE_PEER = """#!/usr/bin/env python3
+# llama-bench stand-in: minfer bench once per -fa value, each row tagged with flash_attn; fa 1 reports
+# twice the tokens/s, so it is the better setting.
+import json, subprocess, sys
+args = sys.argv[1:]
+fa = ["0"]
+if "-fa" in args:
+    i = args.index("-fa")
+    fa = args[i + 1].split(",")
+    del args[i:i + 2]
+rows = []
+for v in fa:
+    out = subprocess.run([%r, "bench", "--mem-bw", "50", "--peak-gmacs", "800", *args], check=True,
+                         capture_output=True, text=True).stdout
+    for t in json.loads(out):
+        t["flash_attn"] = int(v)
+        t["cpu_info"] = "stand-in CPU"
+        t["build_commit"] = "abc1234"
+        if v == "1":
+            t["samples_ts"] = [2 * x for x in t["samples_ts"]]
+        rows.append(t)
+print(json.dumps(rows))
+"""
+
+
+def test_compare_script_depths_isa_and_flash_attention(tmp_path):
+    """compare_llama.py -d passes the depths to both programs, --isa sets MINFER_ISA for minfer only,
+    --llama-fa 0,1 compares against llama.cpp's better setting; the header names the CPU and kernels."""
+    peer = tmp_path / "fake-llama-bench"
+    peer.write_text(FAKE_PEER % os.path.abspath(BIN))
+    peer.chmod(0o755)
+    out_json = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, os.path.join(SRC, "tools", "compare_llama.py"), "--minfer", BIN,
+                        "--llama-bench", str(peer), "--model", MODEL, "-p", "8", "-n", "4", "-d", "0,20", "-t", "1",
+                        "-r", "1", "--rounds", "1", "--mem-bw", "50", "--peak-gmacs", "800", "--isa", "scalar",
+                        "--llama-fa", "0,1", "--llama-label", "test build", "--json", str(out_json)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert [row["test"] for row in rows] == ["pp8", "pp8 @ d20", "tg4", "tg4 @ d20"]
+    assert head[-1] == "llama.cpp fa" and all(row["llama.cpp fa"] == "1 (best of 0,1)" for row in rows)
+    res = json.load(open(out_json))["results"][MODEL]
+    for row in rows:
+        ll = res["llama.cpp"]["tests"][row["test"]]
+        assert ll["row"]["isa"] != "scalar" or os.environ.get("MINFER_ISA") == "scalar"  # the peer runs without it
+        assert res["minfer"]["tests"][row["test"]]["row"]["isa"] == "scalar"
+        assert float(row["llama.cpp t/s"].split("±")[0]) == pytest.approx(np.mean(ll["by_fa"]["1"]), rel=0.01)
+        assert np.mean(ll["by_fa"]["1"]) == pytest.approx(2 * np.mean(ll["by_fa"]["0"]), rel=0.5)
+    hdr = next(l for l in r.stdout.splitlines() if l.startswith("CPU: "))
+    assert "minfer kernels: scalar (MINFER_ISA=scalar)" in hdr
+    assert "llama.cpp: test build, build abc1234" in hdr and "its CPU: stand-in CPU" in hdr
 
 
 def test_mkmodel_files_read_back(tiny):
