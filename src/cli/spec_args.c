@@ -82,9 +82,10 @@ void cli_spec_summary(const cli_spec_opts *o, char *buf, size_t size) {
     if (!o->spec) return;
     mf_spec_stats s;
     mf_spec_get_stats(o->spec, &s);
-    snprintf(buf, size, " | %s: %lld drafted, %lld accepted (%.1f %%), %lld passes", o->p.lookup ? "lookup" : "draft",
-             (long long)s.drafted, (long long)s.accepted, s.drafted ? 100.0 * (double)s.accepted / (double)s.drafted : 0.0,
-             (long long)s.rounds);
+    snprintf(buf, size, " | %s: %lld drafted, %lld accepted (%.1f %%), %lld passes of %.2f ms, drafting %.2f s",
+             o->p.lookup ? "lookup" : "draft", (long long)s.drafted, (long long)s.accepted,
+             s.drafted ? 100.0 * (double)s.accepted / (double)s.drafted : 0.0, (long long)s.rounds,
+             s.rounds ? 1e3 * s.verify_s / (double)s.rounds : 0.0, s.draft_s);
 }
 
 void cli_spec_opts_free(cli_spec_opts *o) {

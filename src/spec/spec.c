@@ -36,8 +36,9 @@ struct mf_spec {
     int8_t *bout;
     float *dsoft;     /* [n_vocab] scratch for the draft's softmax */
     uint64_t rng;     /* splitmix64 state: acceptance tests and residual draws */
-    /* adaptive depth: per-token acceptance as decayed successes / failures, costs in seconds */
-    double acc_s, acc_f, t1, slope, td;
+    /* adaptive depth: per-token acceptance as decayed successes / failures; costs in units of a
+     * one-token decode of the target: verify_cost per extra token of a pass, td per draft token */
+    double acc_s, acc_f, td;
     int32_t plain_run; /* plain rounds since the last speculative one */
     char *text;
     size_t text_len, text_cap;
@@ -45,7 +46,8 @@ struct mf_spec {
 };
 
 mf_spec_params mf_spec_default_params(void) {
-    return (mf_spec_params){.draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 1, .ngram_max = 4};
+    return (mf_spec_params){
+        .draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 1, .ngram_max = 4, .verify_cost = 0.15f};
 }
 
 mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft) {
@@ -97,6 +99,8 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     if (p->ngram_min < 1 || p->ngram_max < p->ngram_min || p->ngram_max > 64)
         return mf_set_error(MF_ERR_ARG, "n-gram lengths %d .. %d: use 1 <= min <= max <= 64", p->ngram_min,
                             p->ngram_max);
+    if (!(p->verify_cost >= 0.0f && p->verify_cost <= 1.0f))
+        return mf_set_error(MF_ERR_ARG, "verify_cost = %g: use 0 .. 1", p->verify_cost);
     if (p->draft_threads < 0) return mf_set_error(MF_ERR_ARG, "draft threads = %d: use 0 or more", p->draft_threads);
     if (seq < 0 || seq >= MF_MAX_SEQ) return mf_set_error(MF_ERR_ARG, "sequence %d: use 0 .. %d", seq, MF_MAX_SEQ - 1);
     if (sampling->mirostat)
@@ -137,8 +141,14 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
             return st;
         }
     }
-    s->rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)seq;
-    s->acc_s = s->acc_f = 1.0;
+    s->acc_s = 3.0, s->acc_f = 1.0; /* a prior acceptance of 0.75, worth four tokens */
+    if (p->draft) { /* decoding is bound by the weight bytes it reads */
+        mf_model_info ti, di;
+        mf_model_get_info(target, &ti);
+        mf_model_get_info(p->draft, &di);
+        s->td = ti.decode_bytes ? (double)di.decode_bytes / (double)ti.decode_bytes : 1.0;
+        if (s->td < 0.02) s->td = 0.02;
+    }
     *out = s;
     return MF_OK;
 }
@@ -166,6 +176,8 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
                             n, mf_context_seq_pos_max(s->ctx, s->seq));
     s->gen = g;
     s->kv_limit = kv_limit;
+    /* the acceptance tests' stream follows the generation's seed: the same seed, the same text */
+    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g))) ^ (uint64_t)s->seq;
     s->n_hist = n;
     s->pending = false;
     s->text_len = 0;
@@ -301,20 +313,17 @@ static double expected_tokens(double a, int32_t k) {
 static int32_t choose_depth(mf_spec *s) {
     const mf_spec_params *p = &s->p;
     if (p->draft_min == p->draft_max) return p->draft_max;
-    if (s->t1 <= 0) return 0; /* measure a plain decode first */
     const double a = s->acc_s / (s->acc_s + s->acc_f);
-    double best = 1.0 / s->t1;
+    double best = 1.0;
     int32_t best_k = 0;
     for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
-        double rate = expected_tokens(a, k) / (s->t1 + s->slope * k + s->td * k);
+        double rate = expected_tokens(a, k) / (1.0 + (p->verify_cost + s->td) * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
     /* backed off: probe again now and then, so that a better stretch of text is noticed */
     if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2;
     return best_k;
 }
-
-static void ema(double *x, double v, double w) { *x = *x > 0 ? (1 - w) * *x + w * v : v; }
 
 /* ---- a step ---- */
 
@@ -402,24 +411,16 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     }
     const double t1 = mf_time_s();
     s->st.draft_s += t1 - t0;
-    if (n_draft > 0 && s->dctx) ema(&s->td, (t1 - t0) / n_draft, 0.2);
     /* verification: the pending token and the draft in one pass, logits for each */
     s->btok[0] = s->hist[pos];
     memcpy(s->btok + 1, s->dtok, (size_t)n_draft * sizeof *s->btok);
     mf_batch b = {.n_tokens = n_draft + 1, .tokens = s->btok, .seq = s->bseq, .logits = s->bout};
     if ((st = mf_context_decode(s->ctx, &b))) return st;
-    const double t2 = mf_time_s(), dt = t2 - t1;
-    s->st.verify_s += dt;
+    s->st.verify_s += mf_time_s() - t1;
     s->st.rounds++;
     s->st.drafted += n_draft;
     s->st.depth = k;
-    if (n_draft == 0) {
-        ema(&s->t1, dt, 0.2);
-        s->plain_run++;
-    } else {
-        if (s->t1 > 0) ema(&s->slope, fmax(0.0, (dt - s->t1) / n_draft), 0.2);
-        s->plain_run = 0;
-    }
+    s->plain_run = n_draft ? 0 : s->plain_run + 1;
     int32_t i = 0, n_acc = 0;
     for (;; i++) {
         const float *l = mf_context_logits(s->ctx, i);
