@@ -70,6 +70,10 @@ typedef struct mf_spec mf_spec;
 mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, const mf_sampler_params *sampling,
                          const mf_spec_params *p, mf_spec **out);
 void mf_spec_free(mf_spec *s);
+/* New sampler parameters for the next generations (a conversation's changed settings). Any
+ * parameters keep the output exact; these choose greedy matching or the rejection rule and the
+ * draft's q. MF_ERR_UNSUPPORTED for Mirostat (s unchanged). */
+mf_status mf_spec_set_sampling(mf_spec *s, const mf_sampler_params *sampling);
 
 /* Start a generation through g (created with the same sampling parameters), after the sequence's
  * tokens are in the cache and the last decode computed the logits after the last of them.

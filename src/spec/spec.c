@@ -103,10 +103,9 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
         return mf_set_error(MF_ERR_ARG, "verify_cost = %g: use 0 .. 1", p->verify_cost);
     if (p->draft_threads < 0) return mf_set_error(MF_ERR_ARG, "draft threads = %d: use 0 or more", p->draft_threads);
     if (seq < 0 || seq >= MF_MAX_SEQ) return mf_set_error(MF_ERR_ARG, "sequence %d: use 0 .. %d", seq, MF_MAX_SEQ - 1);
-    if (sampling->mirostat)
-        return mf_set_error(MF_ERR_UNSUPPORTED, "speculative decoding does not work with Mirostat (its running "
-                                                "target follows every drawn token); turn one of them off");
     mf_status st;
+    mf_spec tmp = {0};
+    if ((st = mf_spec_set_sampling(&tmp, sampling))) return st;
     if (p->draft && (st = mf_spec_check_vocab(target, p->draft))) return st;
     mf_spec *s = calloc(1, sizeof *s);
     if (!s) return MF_ERR_NOMEM;
@@ -114,9 +113,7 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     s->ctx = ctx, s->seq = seq;
     s->n_vocab = mf_model_n_vocab(target);
     s->n_ctx = mf_context_n_ctx(ctx);
-    s->greedy = sampling->temp <= 0.0f && sampling->dynatemp_range <= 0.0f;
-    s->temp = sampling->temp > 0.0f ? sampling->temp : 1.0f;
-    s->q_top = sampling->top_k > 0 && sampling->top_k < SPEC_Q_MAX ? sampling->top_k : SPEC_Q_MAX;
+    mf_spec_set_sampling(s, sampling);
     const size_t k = (size_t)p->draft_max;
     s->hist = malloc(((size_t)s->n_ctx + 1) * sizeof *s->hist);
     s->dtok = malloc(k * sizeof *s->dtok);
@@ -150,6 +147,16 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
         if (s->td < 0.02) s->td = 0.02;
     }
     *out = s;
+    return MF_OK;
+}
+
+mf_status mf_spec_set_sampling(mf_spec *s, const mf_sampler_params *sampling) {
+    if (sampling->mirostat)
+        return mf_set_error(MF_ERR_UNSUPPORTED, "speculative decoding does not work with Mirostat (its running "
+                                                "target follows every drawn token); turn one of them off");
+    s->greedy = sampling->temp <= 0.0f && sampling->dynatemp_range <= 0.0f;
+    s->temp = sampling->temp > 0.0f ? sampling->temp : 1.0f;
+    s->q_top = sampling->top_k > 0 && sampling->top_k < SPEC_Q_MAX ? sampling->top_k : SPEC_Q_MAX;
     return MF_OK;
 }
 
