@@ -16,9 +16,10 @@
  * depth k in {0} U [draft_min, draft_max] with the most expected tokens, 1 + a + ... + a^k, per
  * cost, 1 + (verify_cost + draft_cost) k in units of a one-token decode of the target, where
  * draft_cost is the draft's weight bytes per token over the target's (0 for lookup); 0 means plain
- * decoding, with a probe every 16 tokens. The costs are a model, not timings, so the depths (and
- * with sampling, the text) depend only on the seed and the input. draft_min equal to draft_max fixes
- * the depth. A draft model also stops drafting when its top probability falls below p_min.
+ * decoding, with a probe every 16 tokens. Greedy decoding, whose text no depth can change,
+ * replaces the cost model with measured times once it has them; sampling keeps the model, so that
+ * its depths, and so its text, depend only on the seed and the input. draft_min equal to draft_max
+ * fixes the depth. A draft model also stops drafting when its top probability falls below p_min.
  *
  * Use, after the prompt is decoded into sequence seq of ctx (its last token's logits are the last
  * row of the last decode):
@@ -48,9 +49,9 @@ typedef struct mf_spec_params {
     int32_t draft_min;     /* 0: fewer drafted tokens than this are not worth a verification */
     int32_t draft_max;     /* 16, at most MF_SPEC_MAX_DRAFT */
     float p_min;           /* 0.75: a draft model stops when its top token's probability is lower */
-    int32_t ngram_min, ngram_max; /* 1, 4: the lengths of the tail lookup matches, longest first */
+    int32_t ngram_min, ngram_max; /* 2, 4: the lengths of the tail lookup matches, longest first */
     int32_t draft_threads; /* threads of the draft's context; 0: the target context's */
-    float verify_cost;     /* 0.15: an extra token in a verification pass, in one-token decodes */
+    float verify_cost;     /* 0.2: an extra token in a verification pass, in one-token decodes */
 } mf_spec_params;
 
 mf_spec_params mf_spec_default_params(void);

@@ -39,6 +39,9 @@ struct mf_spec {
     /* adaptive depth: per-token acceptance as decayed successes / failures; costs in units of a
      * one-token decode of the target: verify_cost per extra token of a pass, td per draft token */
     double acc_s, acc_f, td;
+    /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
+     * an extra verified token and of a draft token, decayed; they replace the model once known */
+    double m_t1, m_slope, m_td;
     int32_t plain_run; /* plain rounds since the last speculative one */
     char *text;
     size_t text_len, text_cap;
@@ -47,7 +50,7 @@ struct mf_spec {
 
 mf_spec_params mf_spec_default_params(void) {
     return (mf_spec_params){
-        .draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 1, .ngram_max = 4, .verify_cost = 0.15f};
+        .draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 2, .ngram_max = 4, .verify_cost = 0.2f};
 }
 
 mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft) {
@@ -138,7 +141,8 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
             return st;
         }
     }
-    s->acc_s = 3.0, s->acc_f = 1.0; /* a prior acceptance of 0.75, worth four tokens */
+    /* a prior acceptance worth four tokens: 0.75 for a draft model, 0.5 for lookup */
+    s->acc_s = p->draft ? 3.0 : 2.0, s->acc_f = p->draft ? 1.0 : 2.0;
     if (p->draft) { /* decoding is bound by the weight bytes it reads */
         mf_model_info ti, di;
         mf_model_get_info(target, &ti);
@@ -321,16 +325,23 @@ static int32_t choose_depth(mf_spec *s) {
     const mf_spec_params *p = &s->p;
     if (p->draft_min == p->draft_max) return p->draft_max;
     const double a = s->acc_s / (s->acc_s + s->acc_f);
+    double per_token = p->verify_cost + s->td;
+    if (s->greedy) {
+        if (s->m_t1 <= 0) return 0; /* measure a plain pass first */
+        if (s->m_slope > 0 && (s->m_td > 0 || !s->dctx)) per_token = (s->m_slope + s->m_td) / s->m_t1;
+    }
     double best = 1.0;
     int32_t best_k = 0;
     for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
-        double rate = expected_tokens(a, k) / (1.0 + (p->verify_cost + s->td) * k);
+        double rate = expected_tokens(a, k) / (1.0 + per_token * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
     /* backed off: probe again now and then, so that a better stretch of text is noticed */
     if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2;
     return best_k;
 }
+
+static void decay(double *x, double v) { *x = *x > 0 ? 0.8 * *x + 0.2 * v : v; }
 
 /* ---- a step ---- */
 
@@ -423,7 +434,11 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     memcpy(s->btok + 1, s->dtok, (size_t)n_draft * sizeof *s->btok);
     mf_batch b = {.n_tokens = n_draft + 1, .tokens = s->btok, .seq = s->bseq, .logits = s->bout};
     if ((st = mf_context_decode(s->ctx, &b))) return st;
-    s->st.verify_s += mf_time_s() - t1;
+    const double t2 = mf_time_s();
+    s->st.verify_s += t2 - t1;
+    if (n_draft == 0) decay(&s->m_t1, t2 - t1);
+    else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+    if (k > 0 && s->dctx) decay(&s->m_td, (t1 - t0) / (n_draft > 0 ? n_draft : 1)); /* failed attempts too */
     s->st.rounds++;
     s->st.drafted += n_draft;
     s->st.depth = k;
