@@ -80,7 +80,8 @@ mf_status mf_spec_set_sampling(mf_spec *s, const mf_sampler_params *sampling);
  * tokens are in the cache and the last decode computed the logits after the last of them.
  * kv_limit: the most cells the sequence may hold; a token drawn when it holds that many is not
  * decoded (the generation ends with "context full"). The tokens are read from the cache
- * (mf_context_seq_tokens), for lookup and for the draft's own cache, which keeps what it shares. */
+ * (mf_context_seq_tokens), for lookup and for the draft's own cache, which keeps what it shares
+ * and prefills the rest here (all but the last token: the first draft computes that one). */
 mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit);
 
 /* One step: one or more tokens. *text / *len: the text to show (valid until the next call);

@@ -213,6 +213,7 @@ int cmd_run(int argc, char **argv) {
     double tp = mf_time_s();
     mf_batch b = {.n_tokens = (int32_t)n_ids, .tokens = ids};
     if ((st = mf_context_decode(c, &b))) goto fail;
+    if (o.spec.spec && (st = mf_spec_begin(o.spec.spec, gen, n_ctx - 1))) goto fail; /* the draft's prefill */
     double prefill_s = mf_time_s() - tp;
 
     /* The shared generation loop: sample, stop checks, text safe to show (gen.h). */
@@ -222,7 +223,6 @@ int cmd_run(int argc, char **argv) {
     mf_stop_reason reason = MF_STOP_NONE;
     const char *piece;
     size_t len;
-    if (o.spec.spec && (st = mf_spec_begin(o.spec.spec, gen, n_ctx - 1))) goto fail;
     for (;;) {
         int32_t t;
         if (o.spec.spec) { /* speculative: one or more tokens a step, the same text (spec.h) */

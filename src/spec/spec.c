@@ -204,6 +204,12 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
         }
         mf_status st = mf_context_seq_rm(s->dctx, 0, s->n_dkv, -1);
         if (st) return st;
+        /* the draft's prefill belongs to the prompt's time, not to the first drafts' */
+        if (s->n_dkv < n - 1) {
+            mf_batch b = {.n_tokens = n - 1 - s->n_dkv, .tokens = s->hist + s->n_dkv};
+            if ((st = mf_context_decode(s->dctx, &b))) return st;
+            s->n_dkv = n - 1;
+        }
     }
     return MF_OK;
 }
@@ -252,7 +258,8 @@ static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
         q->id[j] = i;
     }
     q->n = n;
-    if (!isfinite(l[q->id[0]])) { /* no finite logit: a point mass (the target decides) */
+    if (n == 0) q->id[0] = 0; /* every logit NaN: the target decides */
+    if (n == 0 || !isfinite(l[q->id[0]])) { /* no finite logit: a point mass (the target decides) */
         q->n = 1, q->p[0] = 1;
         return q->id[0];
     }
