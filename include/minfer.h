@@ -402,5 +402,6 @@ mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outpu
 #include "minfer/chat.h"
 #include "minfer/sample.h"
 #include "minfer/quantize.h"
+#include "minfer/spec.h"
 
 #endif /* MINFER_H */

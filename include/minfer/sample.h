@@ -319,6 +319,12 @@ mf_status mf_gen_prompt(mf_gen *g, const int32_t *ids, size_t n);
 mf_status mf_gen_next(mf_gen *g, const float *logits, int32_t *token, const char **text, size_t *len,
                       mf_stop_reason *reason);
 
+/* Account for a token chosen outside the sampler (speculative decoding's accepted draft tokens):
+ * everything mf_gen_next does after its draw (history, end-of-generation, stop strings, limit,
+ * text). mf_gen_next = mf_sampler_sample + mf_gen_push. MF_ERR_RANGE for an id outside the
+ * vocabulary; after an end MF_ERR_ARG, as mf_gen_next. */
+mf_status mf_gen_push(mf_gen *g, int32_t token, const char **text, size_t *len, mf_stop_reason *reason);
+
 /* End the generation from outside (context full, interrupted): the held-back text, as mf_stop_flush. */
 mf_status mf_gen_finish(mf_gen *g, const char **text, size_t *len);
 

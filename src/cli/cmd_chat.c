@@ -7,6 +7,7 @@
 #include "conv.h"
 #include "model_args.h"
 #include "sample_args.h"
+#include "spec_args.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@ static void usage(FILE *f) {
           "standard output. Commands: /help in the conversation.\n",
           f);
     mf_cli_sample_usage(f);
+    cli_spec_usage(f);
 }
 
 typedef struct {
@@ -41,10 +43,12 @@ typedef struct {
     int color; /* -1 auto */
     bool hide_thinking, no_history;
     int think;
+    cli_spec_opts spec;
 } chat_opts;
 
 static int parse(int argc, char **argv, chat_opts *o) {
     cli_model_opts_init(&o->mo);
+    cli_spec_opts_init(&o->spec);
     o->color = -1;
     o->think = -1;
     if (!(o->sample_at = malloc((size_t)argc * sizeof *o->sample_at))) return 1;
@@ -61,6 +65,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
         int r = mf_cli_sample_arg(argc, argv, &i, &o->so);
         if (r > 0) o->sample_at[o->n_sample_at++] = at;
         if (r == 0) r = cli_model_arg(argc, argv, &i, &o->mo);
+        if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
         bool skip = false;
@@ -127,11 +132,13 @@ static void report_turn(chat *ch, const mf_conv_stats *s) {
                        s->n_dropped == 1 ? "" : "s");
     if (s->context_full) chat_term_note(ch->term, "the context is full: the reply was cut (it is kept)");
     else if (s->interrupted) chat_term_note(ch->term, "interrupted: the partial reply is kept");
+    char spec_line[160];
+    cli_spec_summary(&ch->o.spec, spec_line, sizeof spec_line);
     if (!chat_term_interactive(ch->term))
         fprintf(stderr, "minfer: turn %d: prompt %d tokens (%d cached, %d prefilled in %.3f s) | %d tokens in %.2f s "
-                        "(%.1f tokens/s) | context %d/%d\n",
+                        "(%.1f tokens/s) | context %d/%d%s\n",
                 ch->turns, s->n_prompt, s->n_reused, s->n_prefilled, s->prefill_s, s->n_generated, s->gen_s,
-                s->gen_s > 0 ? s->n_generated / s->gen_s : 0.0, s->n_context, mf_context_n_ctx(ch->c));
+                s->gen_s > 0 ? s->n_generated / s->gen_s : 0.0, s->n_context, mf_context_n_ctx(ch->c), spec_line);
 }
 
 /* A user message (or, with text NULL, /regen). -1 when standard output failed (the program stops;
@@ -383,6 +390,11 @@ static int setup(chat *ch) {
         mf_conv_session_free(sess);
         return cli_error_status(st, "chat"), 1;
     }
+    if (!cli_spec_create(&ch->o.spec, ch->m, ch->c, p.seq, &mf_conv_settings(ch->cv)->params)) {
+        mf_conv_session_free(sess);
+        return 1;
+    }
+    mf_conv_set_spec(ch->cv, ch->o.spec.spec);
     ch->save_to = o->session && !unreadable ? o->session : NULL;
     if (sess) {
         if (!apply_session(ch, o->session, sess)) ch->save_to = NULL;
@@ -443,6 +455,7 @@ int cmd_chat(int argc, char **argv) {
 out:
     chat_term_close(ch.term);
     mf_conv_free(ch.cv);
+    cli_spec_opts_free(&ch.o.spec);
     mf_chat_template_free(ch.t);
     mf_context_free(ch.c);
     mf_model_free(ch.m);

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "model_args.h"
 #include "sample_args.h"
+#include "spec_args.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ static void usage(FILE *f) {
             "  MINFER_TRACE=FILE      environment: per-node statistics of the run as JSON\n"
             "sampling (llama.cpp's flags and defaults; --temp 0 is greedy):\n");
     mf_cli_sample_usage(f);
+    cli_spec_usage(f);
 }
 
 /* The prompt text the model sees: the chat template applied to [system], user. */
@@ -43,12 +45,14 @@ typedef struct {
     const char *dot, *json, *stage;
     bool raw;
     const char *chat_only; /* a `minfer chat` option given (fine when this becomes a conversation) */
+    cli_spec_opts spec;
 } run_opts;
 
 /* -1: go on; else the exit code (after --help: 0, a usage error: 2). */
 static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
     memset(o, 0, sizeof *o);
     cli_model_opts_init(&o->mo);
+    cli_spec_opts_init(&o->spec);
     o->stage = "prefill";
     for (int i = 1; i < argc; i++) {
         if (cli_end_of_options(argv[i], &o->mo)) continue;
@@ -58,6 +62,7 @@ static int parse(int argc, char **argv, run_opts *o, mf_cli_sample_opts *so) {
         }
         int r = mf_cli_sample_arg(argc, argv, &i, so);
         if (r == 0) r = cli_model_arg(argc, argv, &i, &o->mo);
+        if (r == 0) r = cli_spec_arg(argc, argv, &i, &o->spec);
         if (r < 0) return 2;
         if (r > 0) continue;
         const char *v;
@@ -202,11 +207,13 @@ int cmd_run(int argc, char **argv) {
     if ((st = mf_gen_create(&so.params, (const char *const *)so.stop, so.n_stop, so.n_predict, &sv, &gen))) goto fail;
     mf_cli_sample_report(stderr, mf_gen_sampler(gen));
     if ((st = mf_gen_prompt(gen, ids, n_ids))) goto fail;
+    if (!cli_spec_create(&o.spec, m, c, 0, &so.params)) goto done;
 
     what = "prefill";
     double tp = mf_time_s();
     mf_batch b = {.n_tokens = (int32_t)n_ids, .tokens = ids};
     if ((st = mf_context_decode(c, &b))) goto fail;
+    if (o.spec.spec && (st = mf_spec_begin(o.spec.spec, gen, n_ctx - 1))) goto fail; /* the draft's prefill */
     double prefill_s = mf_time_s() - tp;
 
     /* The shared generation loop: sample, stop checks, text safe to show (gen.h). */
@@ -218,6 +225,24 @@ int cmd_run(int argc, char **argv) {
     size_t len;
     for (;;) {
         int32_t t;
+        if (o.spec.spec) { /* speculative: one or more tokens a step, the same text (spec.h) */
+            bool full;
+            if ((st = mf_spec_next(o.spec.spec, &piece, &len, &reason, &full))) goto fail;
+            fwrite(piece, 1, len, stdout);
+            if (!cli_stdout_ok()) {
+                out_failed = true;
+                break;
+            }
+            if (reason != MF_STOP_NONE) break;
+            if (full) {
+                if ((st = mf_gen_finish(gen, &piece, &len))) goto fail;
+                fwrite(piece, 1, len, stdout);
+                reason = MF_STOP_LENGTH;
+                context_full = true;
+                break;
+            }
+            continue;
+        }
         if ((st = mf_gen_next(gen, mf_context_logits(c, 0), &t, &piece, &len, &reason))) goto fail;
         fwrite(piece, 1, len, stdout);
         if (!cli_stdout_ok()) { /* main reports it; generating on would lose the reply */
@@ -240,16 +265,19 @@ int cmd_run(int argc, char **argv) {
     fputc('\n', stdout);
     fflush(stdout);
     double gen_s = mf_time_s() - tg;
+    char spec_line[160];
+    cli_spec_summary(&o.spec, spec_line, sizeof spec_line);
     fprintf(stderr, "\nminfer: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s "
-                    "(%s) | %d threads\n",
+                    "(%s) | %d threads%s\n",
             load_s, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, n_gen,
             gen_s > 0 ? (double)n_gen / gen_s : 0.0, out_failed ? "output error" : context_full ? "context full" : reason_text(reason),
-            mf_context_n_threads(c));
+            mf_context_n_threads(c), spec_line);
     rc = 0;
     goto done;
 fail:
     cli_error_status(st, what);
 done:
+    cli_spec_opts_free(&o.spec);
     mf_gen_free(gen);
     mf_context_free(c);
     mf_model_free(m);

@@ -323,6 +323,8 @@ static mf_status put(text_buf *b, const char *s, size_t n) {
     return MF_OK;
 }
 
+void mf_conv_set_spec(mf_conv *cv, mf_spec *spec) { cv->spec = spec; }
+
 /* Generate the reply after the prepared prompt and add it as the assistant's message. */
 static mf_status reply(mf_conv *cv, mf_conv_emit_fn emit, void *user, mf_conv_stats *s) {
     mf_context *c = cv->ctx;
@@ -333,6 +335,8 @@ static mf_status reply(mf_conv *cv, mf_conv_emit_fn emit, void *user, mf_conv_st
     const char *text;
     size_t len;
     const double t0 = mf_time_s();
+    mf_spec *sp = cv->spec;
+    if (sp && (mf_spec_set_sampling(sp, &cv->settings.params) || mf_spec_begin(sp, cv->gen, cv->n_ctx))) sp = NULL;
     while (!st) {
         if (cv->p.cancel && *cv->p.cancel) {
             s->interrupted = true;
@@ -341,21 +345,27 @@ static mf_status reply(mf_conv *cv, mf_conv_emit_fn emit, void *user, mf_conv_st
             s->reason = MF_STOP_NONE;
             break;
         }
-        int32_t t;
-        if ((st = mf_gen_next(cv->gen, mf_context_logits(c, 0), &t, &text, &len, &s->reason))) break;
+        int32_t t = 0;
+        bool full = false;
+        if (sp) { /* one or more tokens, the text plain decoding gives */
+            if ((st = mf_spec_next(sp, &text, &len, &s->reason, &full))) break;
+        } else if ((st = mf_gen_next(cv->gen, mf_context_logits(c, 0), &t, &text, &len, &s->reason))) {
+            break;
+        }
         if ((st = put(&b, text, len))) break;
         if (emit && len && (out_st = emit(user, text, len))) {
             s->interrupted = true;
             break;
         }
         if (s->reason != MF_STOP_NONE) break;
-        if (mf_context_n_used(c) >= cv->n_ctx) {
+        if (full || (!sp && mf_context_n_used(c) >= cv->n_ctx)) {
             s->context_full = s->interrupted = true;
             s->reason = MF_STOP_LENGTH;
             if (!(st = mf_gen_finish(cv->gen, &text, &len)) && !(st = put(&b, text, len)) && emit)
                 out_st = emit(user, text, len);
             break;
         }
+        if (sp) continue;
         mf_batch one = {.n_tokens = 1, .tokens = &t, .seq = &seq};
         st = mf_context_decode(c, &one);
     }

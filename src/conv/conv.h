@@ -83,6 +83,11 @@ bool mf_conv_undo(mf_conv *cv);
  * MF_ERR_RANGE when the message cannot fit in the context even alone with the system prompt (the
  * message names both sizes; the conversation is as before), the template's errors, decode errors.
  * On an error before the reply starts the message is not added. stats may be NULL. */
+/* Generate the replies with speculative decoding (minfer/spec.h; the same text as without), or
+ * plainly for NULL. spec must be made for the conversation's context and sequence and outlive its
+ * use; a turn whose settings it cannot take (Mirostat) is generated plainly. */
+void mf_conv_set_spec(mf_conv *cv, mf_spec *spec);
+
 mf_status mf_conv_say(mf_conv *cv, const char *text, mf_conv_emit_fn emit, void *user, mf_conv_stats *stats);
 /* Drop the last reply and generate it again (the random stream goes on, so it differs).
  * MF_ERR_ARG when the conversation does not end with a user message and its reply. */

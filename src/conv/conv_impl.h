@@ -27,6 +27,7 @@ struct mf_conv {
 
     mf_conv_stats last;
     int32_t *toks; /* scratch: the cached tokens [n_ctx] */
+    mf_spec *spec; /* speculative decoding of the replies, or NULL (not owned) */
 };
 
 /* Replace the messages with msgs[0..n) (taken over, the old ones freed). */

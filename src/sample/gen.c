@@ -99,16 +99,30 @@ mf_status mf_gen_next(mf_gen *g, const float *logits, int32_t *token, const char
     }
     mf_status st = mf_sampler_sample(g->smp, logits, token);
     if (st) return st;
-    if ((st = mf_sampler_accept(g->smp, *token))) return st;
+    return mf_gen_push(g, *token, text, len, reason);
+}
+
+mf_status mf_gen_push(mf_gen *g, int32_t token, const char **text, size_t *len, mf_stop_reason *reason) {
+    *text = "", *len = 0, *reason = MF_STOP_NONE;
+    if (g->ended) return mf_fail(MF_ERR_ARG, "mf_gen_push: the generation has ended; call mf_gen_reset");
+    if (g->n_predict == 0) {
+        g->ended = true;
+        *reason = MF_STOP_LENGTH;
+        return MF_OK;
+    }
+    if (token < 0 || token >= g->n_vocab)
+        return mf_fail(MF_ERR_RANGE, "mf_gen_push: token %d is outside the vocabulary [0, %d)", token, g->n_vocab);
+    mf_status st = mf_sampler_accept(g->smp, token);
+    if (st) return st;
     g->n_gen++;
     size_t used = 0;
     const char *o;
     size_t ol;
-    if (g->eog[*token]) {
+    if (g->eog[token]) {
         *reason = MF_STOP_EOG;
     } else {
         size_t tl = 0;
-        const char *t = g->piece(g->user, *token, &tl);
+        const char *t = g->piece(g->user, token, &tl);
         int hit = -1;
         if ((st = mf_stop_feed(g->stop, t ? t : "", t ? tl : 0, &o, &ol, &hit))) return st;
         if ((st = out_put(g, &used, o, ol))) return st;

@@ -1,0 +1,486 @@
+/* spec.c: speculative decoding over the public API (see minfer/spec.h): drafting (a draft model or
+ * n-gram lookup), one batched verification pass of the target, greedy or rejection-sampling
+ * acceptance, cache rollback, and the adaptive draft length. */
+#include "minfer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Candidates kept of a sampling draft's distribution q (its top tokens at the target's temperature). */
+#define SPEC_Q_MAX 64
+
+typedef struct {
+    int32_t n;
+    int32_t id[SPEC_Q_MAX];
+    float p[SPEC_Q_MAX]; /* sums to 1 over id[0..n) */
+} spec_q;
+
+struct mf_spec {
+    mf_spec_params p;
+    mf_context *ctx, *dctx; /* target context (not owned), draft context (owned; NULL for lookup) */
+    int32_t seq, n_vocab, n_ctx;
+    bool greedy;
+    int32_t q_top;  /* candidates of q (sampling with a draft model) */
+    float temp;
+    mf_gen *gen;
+    int32_t kv_limit;
+    /* hist[0..n_hist): the sequence's tokens; when pending, the last one is drawn but not decoded */
+    int32_t *hist, n_hist;
+    bool pending;
+    int32_t n_dkv; /* tokens of hist[0..n_dkv) in the draft's cache */
+    int32_t *dtok;    /* [draft_max] the drafted tokens */
+    spec_q *q;        /* [draft_max] the draft's distributions (sampling with a draft model) */
+    int32_t *btok;    /* [draft_max + 1] the verification batch */
+    int32_t *bseq;
+    int8_t *bout;
+    float *dsoft;     /* [n_vocab] scratch for the draft's softmax */
+    uint64_t rng;     /* splitmix64 state: acceptance tests and residual draws */
+    /* adaptive depth: per-token acceptance as decayed successes / failures; costs in units of a
+     * one-token decode of the target: verify_cost per extra token of a pass, td per draft token */
+    double acc_s, acc_f, td;
+    /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
+     * an extra verified token and of a draft token, decayed; they replace the model once known */
+    double m_t1, m_slope, m_td;
+    int32_t plain_run; /* plain rounds since the last speculative one */
+    char *text;
+    size_t text_len, text_cap;
+    mf_spec_stats st;
+};
+
+mf_spec_params mf_spec_default_params(void) {
+    return (mf_spec_params){
+        .draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 2, .ngram_max = 4, .verify_cost = 0.2f};
+}
+
+mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft) {
+    const mf_tokenizer *a = mf_model_tokenizer(target), *b = mf_model_tokenizer(draft);
+    if (!a || !b) return mf_set_error(MF_ERR_ARG, "the %s model has no tokenizer", a ? "draft" : "target");
+    int32_t na = mf_tokenizer_n_vocab(a), nb = mf_tokenizer_n_vocab(b);
+    if (na != nb || mf_model_n_vocab(target) != mf_model_n_vocab(draft))
+        return mf_set_error(MF_ERR_ARG,
+                            "the draft model's vocabulary has %d tokens (%d logits), the target's %d (%d logits): a "
+                            "draft must share the target's tokenizer (use a smaller model of the same family)",
+                            nb, mf_model_n_vocab(draft), na, mf_model_n_vocab(target));
+    for (int32_t i = 0; i < na; i++) {
+        const char *x = mf_tokenizer_piece(a, i), *y = mf_tokenizer_piece(b, i);
+        if (strcmp(x ? x : "", y ? y : ""))
+            return mf_set_error(MF_ERR_ARG,
+                                "the draft model's vocabulary differs from the target's at token %d ('%.40s' in the "
+                                "draft, '%.40s' in the target): a draft must share the target's tokenizer",
+                                i, y ? y : "", x ? x : "");
+    }
+    return MF_OK;
+}
+
+void mf_spec_free(mf_spec *s) {
+    if (!s) return;
+    mf_context_free(s->dctx);
+    free(s->hist);
+    free(s->dtok);
+    free(s->q);
+    free(s->btok);
+    free(s->bseq);
+    free(s->bout);
+    free(s->dsoft);
+    free(s->text);
+    free(s);
+}
+
+mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, const mf_sampler_params *sampling,
+                         const mf_spec_params *p, mf_spec **out) {
+    *out = NULL;
+    if (!!p->draft == !!p->lookup)
+        return mf_set_error(MF_ERR_ARG, "speculative decoding needs one draft source: a draft model or lookup%s",
+                            p->draft ? " (both were given)" : "");
+    if (p->draft_max < 1 || p->draft_max > MF_SPEC_MAX_DRAFT)
+        return mf_set_error(MF_ERR_ARG, "draft_max = %d: use 1 .. %d", p->draft_max, MF_SPEC_MAX_DRAFT);
+    if (p->draft_min < 0 || p->draft_min > p->draft_max)
+        return mf_set_error(MF_ERR_ARG, "draft_min = %d: use 0 .. draft_max (%d)", p->draft_min, p->draft_max);
+    if (!(p->p_min >= 0.0f && p->p_min <= 1.0f))
+        return mf_set_error(MF_ERR_ARG, "p_min = %g: use 0 .. 1", p->p_min);
+    if (p->ngram_min < 1 || p->ngram_max < p->ngram_min || p->ngram_max > 64)
+        return mf_set_error(MF_ERR_ARG, "n-gram lengths %d .. %d: use 1 <= min <= max <= 64", p->ngram_min,
+                            p->ngram_max);
+    if (!(p->verify_cost >= 0.0f && p->verify_cost <= 1.0f))
+        return mf_set_error(MF_ERR_ARG, "verify_cost = %g: use 0 .. 1", p->verify_cost);
+    if (p->draft_threads < 0) return mf_set_error(MF_ERR_ARG, "draft threads = %d: use 0 or more", p->draft_threads);
+    if (seq < 0 || seq >= MF_MAX_SEQ) return mf_set_error(MF_ERR_ARG, "sequence %d: use 0 .. %d", seq, MF_MAX_SEQ - 1);
+    mf_status st;
+    mf_spec tmp = {0};
+    if ((st = mf_spec_set_sampling(&tmp, sampling))) return st;
+    if (p->draft && (st = mf_spec_check_vocab(target, p->draft))) return st;
+    mf_spec *s = calloc(1, sizeof *s);
+    if (!s) return MF_ERR_NOMEM;
+    s->p = *p;
+    s->ctx = ctx, s->seq = seq;
+    s->n_vocab = mf_model_n_vocab(target);
+    s->n_ctx = mf_context_n_ctx(ctx);
+    mf_spec_set_sampling(s, sampling);
+    const size_t k = (size_t)p->draft_max;
+    s->hist = malloc(((size_t)s->n_ctx + 1) * sizeof *s->hist);
+    s->dtok = malloc(k * sizeof *s->dtok);
+    s->q = p->draft ? malloc(k * sizeof *s->q) : NULL;
+    s->btok = malloc((k + 1) * sizeof *s->btok);
+    s->bseq = malloc((k + 1) * sizeof *s->bseq);
+    s->bout = malloc(k + 1);
+    s->dsoft = p->draft ? malloc((size_t)s->n_vocab * sizeof *s->dsoft) : NULL;
+    if (!s->hist || !s->dtok || (p->draft && (!s->q || !s->dsoft)) || !s->btok || !s->bseq || !s->bout) {
+        mf_spec_free(s);
+        return MF_ERR_NOMEM;
+    }
+    for (size_t i = 0; i <= k; i++) s->bseq[i] = seq, s->bout[i] = 1;
+    if (p->draft) {
+        mf_context_params cp = mf_context_default_params();
+        cp.n_ctx = s->n_ctx;
+        cp.n_threads = p->draft_threads ? p->draft_threads : mf_context_n_threads(ctx);
+        cp.isa = mf_context_isa(ctx);
+        cp.order = mf_context_order(ctx);
+        if ((st = mf_context_create(p->draft, &cp, &s->dctx))) {
+            mf_spec_free(s);
+            return st;
+        }
+    }
+    /* a prior acceptance worth four tokens: 0.75 for a draft model, 0.5 for lookup */
+    s->acc_s = p->draft ? 3.0 : 2.0, s->acc_f = p->draft ? 1.0 : 2.0;
+    if (p->draft) { /* decoding is bound by the weight bytes it reads */
+        mf_model_info ti, di;
+        mf_model_get_info(target, &ti);
+        mf_model_get_info(p->draft, &di);
+        s->td = ti.decode_bytes ? (double)di.decode_bytes / (double)ti.decode_bytes : 1.0;
+        if (s->td < 0.02) s->td = 0.02;
+    }
+    *out = s;
+    return MF_OK;
+}
+
+mf_status mf_spec_set_sampling(mf_spec *s, const mf_sampler_params *sampling) {
+    if (sampling->mirostat)
+        return mf_set_error(MF_ERR_UNSUPPORTED, "speculative decoding does not work with Mirostat (its running "
+                                                "target follows every drawn token); turn one of them off");
+    s->greedy = sampling->temp <= 0.0f && sampling->dynatemp_range <= 0.0f;
+    s->temp = sampling->temp > 0.0f ? sampling->temp : 1.0f;
+    s->q_top = sampling->top_k > 0 && sampling->top_k < SPEC_Q_MAX ? sampling->top_k : SPEC_Q_MAX;
+    return MF_OK;
+}
+
+void mf_spec_get_stats(const mf_spec *s, mf_spec_stats *out) { *out = s->st; }
+
+/* splitmix64 as a uniform in [0, 1) with 53 bits. */
+static double uniform(mf_spec *s) {
+    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
+    if (kv_limit < 1 || kv_limit > s->n_ctx)
+        return mf_set_error(MF_ERR_ARG, "kv_limit = %d: use 1 .. n_ctx (%d)", kv_limit, s->n_ctx);
+    int32_t n = mf_context_seq_tokens(s->ctx, s->seq, s->hist, NULL, s->n_ctx);
+    if (n < 1 || n > s->n_ctx)
+        return mf_set_error(MF_ERR_ARG, "speculative decoding starts after a prompt: sequence %d holds %d tokens",
+                            s->seq, n);
+    if (mf_context_seq_pos_max(s->ctx, s->seq) != n - 1)
+        return mf_set_error(MF_ERR_ARG, "sequence %d has gaps in its positions (%d tokens, last position %d)", s->seq,
+                            n, mf_context_seq_pos_max(s->ctx, s->seq));
+    s->gen = g;
+    s->kv_limit = kv_limit;
+    /* the acceptance tests' stream follows the generation's seed: the same seed, the same text */
+    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g))) ^ (uint64_t)s->seq;
+    s->n_hist = n;
+    s->pending = false;
+    s->text_len = 0;
+    /* the draft keeps the part of its cache that agrees with the sequence */
+    s->n_dkv = 0;
+    if (s->dctx) {
+        int32_t dn = mf_context_seq_tokens(s->dctx, 0, NULL, NULL, 0);
+        int32_t *dt = dn > 0 ? malloc((size_t)dn * sizeof *dt) : NULL;
+        if (dt) {
+            mf_context_seq_tokens(s->dctx, 0, dt, NULL, dn);
+            while (s->n_dkv < dn && s->n_dkv < n && dt[s->n_dkv] == s->hist[s->n_dkv]) s->n_dkv++;
+            free(dt);
+        }
+        mf_status st = mf_context_seq_rm(s->dctx, 0, s->n_dkv, -1);
+        if (st) return st;
+        /* the draft's prefill belongs to the prompt's time, not to the first drafts' */
+        if (s->n_dkv < n - 1) {
+            mf_batch b = {.n_tokens = n - 1 - s->n_dkv, .tokens = s->hist + s->n_dkv};
+            if ((st = mf_context_decode(s->dctx, &b))) return st;
+            s->n_dkv = n - 1;
+        }
+    }
+    return MF_OK;
+}
+
+static mf_status text_put(mf_spec *s, const char *t, size_t n) {
+    if (s->text_len + n + 1 > s->text_cap) {
+        size_t cap = (s->text_len + n + 1) * 2;
+        char *nt = realloc(s->text, cap);
+        if (!nt) return MF_ERR_NOMEM;
+        s->text = nt, s->text_cap = cap;
+    }
+    memcpy(s->text + s->text_len, t, n);
+    s->text_len += n;
+    s->text[s->text_len] = 0;
+    return MF_OK;
+}
+
+/* ---- drafting ---- */
+
+/* Up to k tokens that followed the most recent earlier occurrence of the sequence's last n tokens,
+ * for n from ngram_max down to ngram_min. */
+static int32_t draft_lookup(mf_spec *s, int32_t k) {
+    const int32_t *h = s->hist, len = s->n_hist;
+    for (int32_t n = s->p.ngram_max; n >= s->p.ngram_min; n--) {
+        if (len < n + 1) continue;
+        const int32_t *key = h + len - n;
+        for (int32_t j = len - n - 1; j >= 0; j--) {
+            if (h[j] != key[0] || memcmp(h + j, key, (size_t)n * sizeof *h)) continue;
+            int32_t m = 0;
+            while (m < k && j + n + m < len) s->dtok[m] = h[j + n + m], m++;
+            return m;
+        }
+    }
+    return 0;
+}
+
+/* The draft's distribution q at the target's temperature over its top q_top tokens into *q, and one
+ * token drawn from it. */
+static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
+    int32_t n = 0, top = s->q_top;
+    for (int32_t i = 0; i < s->n_vocab; i++) { /* insertion into the sorted top list */
+        float x = l[i];
+        if (!(x == x) || (n == top && x <= l[q->id[n - 1]])) continue;
+        int32_t j = n < top ? n++ : n - 1;
+        while (j > 0 && l[q->id[j - 1]] < x) q->id[j] = q->id[j - 1], j--;
+        q->id[j] = i;
+    }
+    q->n = n;
+    if (n == 0) q->id[0] = 0; /* every logit NaN: the target decides */
+    if (n == 0 || !isfinite(l[q->id[0]])) { /* no finite logit: a point mass (the target decides) */
+        q->n = 1, q->p[0] = 1;
+        return q->id[0];
+    }
+    double sum = 0;
+    for (int32_t j = 0; j < n; j++) sum += (q->p[j] = expf((l[q->id[j]] - l[q->id[0]]) / s->temp));
+    for (int32_t j = 0; j < n; j++) q->p[j] = (float)(q->p[j] / sum);
+    double u = uniform(s), c = 0;
+    for (int32_t j = 0; j < n; j++)
+        if ((c += q->p[j]) > u) return q->id[j];
+    return q->id[n - 1];
+}
+
+/* The draft's top token and its probability (softmax at temperature 1; the lowest id on ties). */
+static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->n_vocab; i++)
+        if (l[i] > l[best]) best = i;
+    double sum = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) sum += expf(l[i] - l[best]);
+    *prob = (float)(1.0 / sum);
+    return best;
+}
+
+/* Up to k tokens from the draft model after hist. *n_decoded: drafted tokens now in the draft's cache. */
+static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_decoded) {
+    *n_out = *n_decoded = 0;
+    /* catch up on the tokens the draft has not seen; its logits must be those after the last one */
+    if (s->n_dkv >= s->n_hist) {
+        s->n_dkv = s->n_hist - 1;
+        mf_status st = mf_context_seq_rm(s->dctx, 0, s->n_dkv, -1);
+        if (st) return st;
+    }
+    mf_batch b = {.n_tokens = s->n_hist - s->n_dkv, .tokens = s->hist + s->n_dkv};
+    mf_status st = mf_context_decode(s->dctx, &b);
+    if (st) return st;
+    s->n_dkv = s->n_hist;
+    int32_t m = 0;
+    while (m < k) {
+        const float *l = mf_context_logits(s->dctx, mf_context_n_outputs(s->dctx) - 1);
+        int32_t t;
+        if (s->greedy) {
+            float prob;
+            t = draft_greedy(s, l, &prob);
+            if (prob < s->p.p_min) break;
+        } else {
+            t = draft_sample(s, l, &s->q[m]);
+            if (s->q[m].p[0] < s->p.p_min) break;
+        }
+        s->dtok[m++] = t;
+        if (m == k) break;
+        b = (mf_batch){.n_tokens = 1, .tokens = &t};
+        if ((st = mf_context_decode(s->dctx, &b))) return st;
+        (*n_decoded)++;
+    }
+    *n_out = m;
+    return MF_OK;
+}
+
+/* ---- adaptive depth ---- */
+
+/* Expected tokens per verification with depth k at per-token acceptance a: 1 + a + ... + a^k. */
+static double expected_tokens(double a, int32_t k) {
+    double e = 1, x = 1;
+    for (int32_t i = 0; i < k; i++) e += (x *= a);
+    return e;
+}
+
+/* The depth with the most expected tokens per second; 0 = decode plainly. */
+static int32_t choose_depth(mf_spec *s) {
+    const mf_spec_params *p = &s->p;
+    if (p->draft_min == p->draft_max) return p->draft_max;
+    const double a = s->acc_s / (s->acc_s + s->acc_f);
+    double per_token = p->verify_cost + s->td;
+    if (s->greedy) {
+        if (s->m_t1 <= 0) return 0; /* measure a plain pass first */
+        if (s->m_slope > 0 && (s->m_td > 0 || !s->dctx)) per_token = (s->m_slope + s->m_td) / s->m_t1;
+    }
+    double best = 1.0;
+    int32_t best_k = 0;
+    for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
+        double rate = expected_tokens(a, k) / (1.0 + per_token * k);
+        if (rate > best * 1.02) best = rate, best_k = k;
+    }
+    /* backed off: probe again now and then, so that a better stretch of text is noticed */
+    if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2;
+    return best_k;
+}
+
+static void decay(double *x, double v) { *x = *x > 0 ? 0.8 * *x + 0.2 * v : v; }
+
+/* ---- a step ---- */
+
+/* Account for a token drawn with `cells` cells in the cache: the text, the stop reason and whether
+ * the context is full. true when the round ends here. */
+static mf_status emit_token(mf_spec *s, const char *t, size_t n, mf_stop_reason r, int32_t cells,
+                            mf_stop_reason *reason, bool *full, bool *end) {
+    mf_status st = text_put(s, t, n);
+    if (st) return st;
+    s->st.generated++;
+    *reason = r;
+    *full = r == MF_STOP_NONE && cells >= s->kv_limit;
+    *end = *reason != MF_STOP_NONE || *full;
+    return MF_OK;
+}
+
+/* q(id): the draft's probability of id; with no q (lookup) a point mass on the drafted token d. */
+static double q_of(const spec_q *q, int32_t id, int32_t d) {
+    if (!q) return id == d;
+    for (int32_t i = 0; i < q->n; i++)
+        if (q->id[i] == id) return q->p[i];
+    return 0;
+}
+
+/* Whether the target keeps drafted token d at row logits l, with probability min(1, p(d) / q(d)); on
+ * rejection *out is drawn from normalize(max(0, p - q)). p is the distribution after the whole
+ * sampler chain. Pushes the kept or drawn token through the generation. */
+static mf_status verify_sampled(mf_spec *s, const float *l, int32_t d, const spec_q *q, int32_t *out, bool *kept,
+                                const char **t, size_t *n, mf_stop_reason *r) {
+    const mf_sampler_candidate *c;
+    size_t nc;
+    mf_status st = mf_sampler_dist(mf_gen_sampler(s->gen), l, &c, &nc);
+    if (st) return st;
+    double pd = 0;
+    for (size_t j = 0; j < nc; j++)
+        if (c[j].id == d) pd = c[j].p;
+    *kept = uniform(s) * q_of(q, d, d) < pd;
+    *out = d;
+    if (!*kept) {
+        double w = 0, acc = 0;
+        for (size_t j = 0; j < nc; j++) w += fmax(0.0, c[j].p - q_of(q, c[j].id, d));
+        const double u = uniform(s) * w;
+        *out = -1;
+        for (size_t j = 0; j < nc && *out < 0; j++) {
+            double x = fmax(0.0, c[j].p - q_of(q, c[j].id, d));
+            if (x > 0 && (acc += x) > u) *out = c[j].id;
+        }
+        for (size_t j = nc; j-- > 0 && *out < 0;) /* rounding: the last token with residual mass */
+            if (c[j].p - q_of(q, c[j].id, d) > 0) *out = c[j].id;
+        if (*out < 0) *out = c[0].id;
+    }
+    return mf_gen_push(s->gen, *out, t, n, r);
+}
+
+mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reason *reason, bool *context_full) {
+    *text = "", *len = 0, *reason = MF_STOP_NONE, *context_full = false;
+    s->text_len = 0;
+    if (s->text) s->text[0] = 0;
+    const char *t;
+    size_t n;
+    mf_stop_reason r;
+    mf_status st;
+    bool end;
+    int32_t tok;
+    if (!s->pending) { /* the first token, from the prompt's logits */
+        const float *l = mf_context_logits(s->ctx, mf_context_n_outputs(s->ctx) - 1);
+        if (!l) return mf_set_error(MF_ERR_ARG, "mf_spec_next: the context has no logits (decode the prompt first)");
+        if ((st = mf_gen_next(s->gen, l, &tok, &t, &n, &r))) return st;
+        if ((st = emit_token(s, t, n, r, s->n_hist, reason, context_full, &end))) return st;
+        s->hist[s->n_hist++] = tok;
+        s->pending = true;
+        goto out;
+    }
+    const int32_t pos = s->n_hist - 1; /* the pending token's position = cells in the cache */
+    int32_t k = choose_depth(s), room = s->kv_limit - pos - 1, n_draft = 0, n_ddec = 0;
+    if (k > room) k = room;
+    const double t0 = mf_time_s();
+    if (k > 0) {
+        if (s->dctx) {
+            if ((st = draft_model(s, k, &n_draft, &n_ddec))) return st;
+        } else {
+            n_draft = draft_lookup(s, k);
+        }
+        if (n_draft < s->p.draft_min) n_draft = 0;
+    }
+    const double t1 = mf_time_s();
+    s->st.draft_s += t1 - t0;
+    /* verification: the pending token and the draft in one pass, logits for each */
+    s->btok[0] = s->hist[pos];
+    memcpy(s->btok + 1, s->dtok, (size_t)n_draft * sizeof *s->btok);
+    mf_batch b = {.n_tokens = n_draft + 1, .tokens = s->btok, .seq = s->bseq, .logits = s->bout};
+    if ((st = mf_context_decode(s->ctx, &b))) return st;
+    const double t2 = mf_time_s();
+    s->st.verify_s += t2 - t1;
+    if (n_draft == 0) decay(&s->m_t1, t2 - t1);
+    else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+    if (k > 0 && s->dctx) decay(&s->m_td, (t1 - t0) / (n_draft > 0 ? n_draft : 1)); /* failed attempts too */
+    s->st.rounds++;
+    s->st.drafted += n_draft;
+    s->st.depth = k;
+    s->plain_run = n_draft ? 0 : s->plain_run + 1;
+    int32_t i = 0, n_acc = 0;
+    for (;; i++) {
+        const float *l = mf_context_logits(s->ctx, i);
+        bool kept = false;
+        if (i == n_draft || s->greedy) {
+            if ((st = mf_gen_next(s->gen, l, &tok, &t, &n, &r))) return st;
+            kept = i < n_draft && tok == s->dtok[i];
+        } else {
+            if ((st = verify_sampled(s, l, s->dtok[i], s->dctx ? &s->q[i] : NULL, &tok, &kept, &t, &n, &r))) return st;
+        }
+        n_acc += kept;
+        if ((st = emit_token(s, t, n, r, pos + 1 + i, reason, context_full, &end))) return st;
+        if (!kept || end) break;
+        s->hist[pos + 1 + i] = tok;
+    }
+    /* the round ends at row i: the cache keeps the pending token and the i drafted tokens before row i */
+    if ((st = mf_context_seq_rm(s->ctx, s->seq, pos + 1 + i, -1))) return st;
+    s->hist[pos + 1 + i] = tok;
+    s->n_hist = pos + 2 + i;
+    if (s->dctx) { /* the draft keeps the pending token and the kept drafted tokens it decoded */
+        const int32_t keep = pos + 1 + (n_ddec < i ? n_ddec : i), cells = s->n_dkv + n_ddec;
+        if (cells > keep && (st = mf_context_seq_rm(s->dctx, 0, keep, -1))) return st;
+        s->n_dkv = cells > keep ? keep : cells;
+    }
+    s->st.accepted += n_acc;
+    if (n_draft > 0) { /* per-token acceptance: n_acc successes, then one failure unless all were kept */
+        s->acc_s = 0.9 * s->acc_s + n_acc;
+        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft);
+    }
+out:
+    *text = s->text ? s->text : "";
+    *len = s->text_len;
+    return MF_OK;
+}
