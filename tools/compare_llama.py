@@ -104,6 +104,7 @@ def test_name(t):
 
 
 def cpu_model():
+    """The processor's model name (Linux /proc/cpuinfo), or "unknown"."""
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
@@ -140,17 +141,6 @@ def stats(samples):
     mean = sum(samples) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in samples) / (n - 1)) if n > 1 else 0.0
     return mean, sd
-
-
-def cpu_model():
-    """The processor's model name (Linux /proc/cpuinfo), or "unknown"."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def render(results, started, loads, args):
