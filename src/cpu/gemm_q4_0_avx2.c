@@ -82,34 +82,54 @@ static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, i
 typedef int32_t __attribute__((may_alias)) i32_alias;
 
 /* 8 rows x T tokens (tokens t of the chunk, q/corr/da at their first block) over cn blocks,
- * continuing the chains left in y unless first. */
+ * continuing the chains left in y unless first. Each token's chain and block sum is a variable of
+ * its own (T a constant: the unused ones vanish), and the int16 sums use the saturating add (exact:
+ * they never reach 32767, see above), which the compiler does not reassociate: with plain adds it
+ * turned each chain into a tree, keeping all 32 products of a block alive and spilling them. */
 static inline __attribute__((always_inline)) void micro(const int T, int64_t cn, const uint8_t *panel,
                                                         const uint8_t *q, const int32_t *corr, const float *da,
                                                         float *y, size_t ldy, __m256i mask, bool first) {
-    __m256 s[TT];
-    for (int t = 0; t < T; t++)
-        s[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + (size_t)t * ldy, mask);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    if (!first) {
+        s0 = _mm256_maskload_ps(y, mask);
+        if (T > 1) s1 = _mm256_maskload_ps(y + ldy, mask);
+        if (T > 2) s2 = _mm256_maskload_ps(y + 2 * ldy, mask);
+        if (T > 3) s3 = _mm256_maskload_ps(y + 3 * ldy, mask);
+    }
     const __m256i ones16 = _mm256_set1_epi16(1);
+    const size_t qs = (size_t)cn * 32; /* bytes from one token's quants to the next's */
     for (int64_t i = 0; i < cn; i++, panel += PBLK) {
         const __m256i *p = (const __m256i *)panel;
-        __m256i acc[TT] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        const uint8_t *qi = q + (size_t)i * 32;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             const __m256i wk = _mm256_load_si256(p + k);
-            for (int t = 0; t < T; t++) {
-                const __m256i a = _mm256_set1_epi32(*(const i32_alias *)(q + ((size_t)t * cn + i) * 32 + 4 * k));
-                const __m256i m = _mm256_maddubs_epi16(wk, a);
-                acc[t] = _mm256_add_epi16(acc[t], m);
-            }
+            a0 = _mm256_adds_epi16(a0, _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 4 * k))));
+            if (T > 1)
+                a1 = _mm256_adds_epi16(a1, _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + qs + 4 * k))));
+            if (T > 2)
+                a2 = _mm256_adds_epi16(a2,
+                                      _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 2 * qs + 4 * k))));
+            if (T > 3)
+                a3 = _mm256_adds_epi16(a3,
+                                      _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 3 * qs + 4 * k))));
         }
         const __m256 dw = _mm256_load_ps((const float *)(p + 8));
-        for (int t = 0; t < T; t++) {
-            const __m256i isum =
-                _mm256_add_epi32(_mm256_madd_epi16(acc[t], ones16), _mm256_set1_epi32(corr[(size_t)t * cn + i]));
-            s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(da[(size_t)t * cn + i])),
-                                   s[t]);
-        }
+#define MF_Q40_STEP(t, acc, s)                                                                                   \
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(acc, ones16),                      \
+                                                            _mm256_set1_epi32(corr[(size_t)(t) * cn + i]))),     \
+                        _mm256_mul_ps(dw, _mm256_set1_ps(da[(size_t)(t) * cn + i])), s)
+        MF_Q40_STEP(0, a0, s0);
+        if (T > 1) MF_Q40_STEP(1, a1, s1);
+        if (T > 2) MF_Q40_STEP(2, a2, s2);
+        if (T > 3) MF_Q40_STEP(3, a3, s3);
+#undef MF_Q40_STEP
     }
-    for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (size_t)t * ldy, mask, s[t]);
+    _mm256_maskstore_ps(y, mask, s0);
+    if (T > 1) _mm256_maskstore_ps(y + ldy, mask, s1);
+    if (T > 2) _mm256_maskstore_ps(y + 2 * ldy, mask, s2);
+    if (T > 3) _mm256_maskstore_ps(y + 3 * ldy, mask, s3);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
