@@ -78,38 +78,51 @@ static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
 }
 
 /* The sums' chains of T tokens (a[t]: their Q8_K rows) over super-blocks [i0, i1) of the panel,
- * from zero (first) or st[t]; left in st[t]. */
+ * from zero (first) or st[t]; left in st[t]. Each token's values are variables of their own (T is a
+ * constant: the unused ones vanish) and the int16 sums use the saturating add (exact: they stay
+ * below 32767), which the compiler does not reassociate: plain adds became trees of live products
+ * that spilled to the stack. */
 static inline __attribute__((always_inline)) void tile(const int T, const uint8_t *panel, int64_t i0, int64_t i1,
                                                        const mf_block_q8_K *const *a, __m256 *const *st,
                                                        bool first) {
-    __m256 s[KA_TILE];
-    for (int t = 0; t < T; t++) s[t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)st[t]);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0;
+    if (!first) {
+        s0 = _mm256_load_ps((const float *)st[0]);
+        if (T > 1) s1 = _mm256_load_ps((const float *)st[1]);
+        if (T > 2) s2 = _mm256_load_ps((const float *)st[2]);
+    }
     for (int64_t i = i0; i < i1; i++, panel += KA_BLOCK_BYTES) {
         const __m256i *p = (const __m256i *)panel;
         const __m256 dw = _mm256_load_ps((const float *)(p + 76));
+        const int8_t *q0 = a[0][i].qs, *q1 = T > 1 ? a[1][i].qs : q0, *q2 = T > 2 ? a[2][i].qs : q0;
         for (int c = 0; c < 4; c++) {
-            __m256i isum[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+            __m256i u0 = _mm256_setzero_si256(), u1 = u0, u2 = u0;
             for (int h = 0; h < 2; h++) {
                 const int j = 2 * c + h;
-                __m256i acc[KA_TILE] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+                __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0;
+#pragma GCC unroll 8
                 for (int k = 0; k < 8; k++) {
                     const __m256i wk = _mm256_load_si256(p + 8 * j + k);
-                    for (int t = 0; t < T; t++) {
-                        const __m256i m = _mm256_maddubs_epi16(wk, mf_avx2_bcast4(a[t][i].qs + 32 * j + 4 * k));
-                        acc[t] = _mm256_add_epi16(acc[t], m);
-                    }
+                    const int o = 32 * j + 4 * k;
+                    c0 = _mm256_adds_epi16(c0, _mm256_maddubs_epi16(wk, mf_avx2_bcast4(q0 + o)));
+                    if (T > 1) c1 = _mm256_adds_epi16(c1, _mm256_maddubs_epi16(wk, mf_avx2_bcast4(q1 + o)));
+                    if (T > 2) c2 = _mm256_adds_epi16(c2, _mm256_maddubs_epi16(wk, mf_avx2_bcast4(q2 + o)));
                 }
                 const __m256i scj = _mm256_load_si256(p + 64 + j);
-                for (int t = 0; t < T; t++) {
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], scj));
-                }
+                u0 = _mm256_add_epi32(u0, _mm256_madd_epi16(c0, scj));
+                if (T > 1) u1 = _mm256_add_epi32(u1, _mm256_madd_epi16(c1, scj));
+                if (T > 2) u2 = _mm256_add_epi32(u2, _mm256_madd_epi16(c2, scj));
             }
-            for (int t = 0; t < T; t++)
-                s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[t][i].d)),
-                                       s[t]);
+            s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u0), _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[0][i].d)), s0);
+            if (T > 1)
+                s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u1), _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[1][i].d)), s1);
+            if (T > 2)
+                s2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u2), _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[2][i].d)), s2);
         }
     }
-    for (int t = 0; t < T; t++) _mm256_store_ps((float *)st[t], s[t]);
+    _mm256_store_ps((float *)st[0], s0);
+    if (T > 1) _mm256_store_ps((float *)st[1], s1);
+    if (T > 2) _mm256_store_ps((float *)st[2], s2);
 }
 
 /* The minimums' chain of one token over super-blocks [i0, i1), from zero (first) or *sm. */

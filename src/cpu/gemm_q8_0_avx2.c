@@ -17,8 +17,9 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     q8a_run(false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
-/* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:
- * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
-static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = q8a_scratch_size, .run = run};
+/* min_tokens 5: in bench_gemm (896 x 4864) the GEMM was ahead from 4 tokens (with 2: Q8_0 0.54 vs
+ * 0.50 ms on the dots), but a server's four-sequence decode step, where the output matrix is Q8_0,
+ * ran faster on the dots (see gemm_q4_0_avx2.c). */
+static const mf_cpu_gemm gemm = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx2(void) { return &gemm; }
