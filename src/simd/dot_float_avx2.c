@@ -5,13 +5,16 @@
  * i + 8k..i + 8k + 7 into acc_k by fma; then steps of 8 into acc0; the sum hsum8((acc0 + acc1) +
  * (acc2 + acc3)); then the last n % 8 values added one at a time (fl_tail, shared).
  *
- * The tile (nr <= 128 rows x nc <= 64 tokens) register-blocks that order: one weight row against
- * three tokens, twelve accumulators, each weight vector widened once for the three tokens, the
- * activations widened to f32 once per block of 16 rows in a per-thread scratch. The work goes in
- * slices of FS_SLICE values (in order, the accumulators parked in scratch between them), so that
- * three tokens' slices (3 KB) and the 16 rows' slices (8 KB for F16) stay in L1 while the three
- * tokens pass over the rows: with whole rows the activations came from L2 at every step, which
- * capped the tile at ~20% above the dots. */
+ * The tile (nr <= 128 rows x nc <= 64 tokens) keeps that order per output but runs it in passes: an
+ * accumulator acc_k only ever takes the values i + 8k.. of each 32-value step, in increasing i, so
+ * the four can be formed one after the other (pass k over a slice of the row), each pass with one
+ * accumulator per output. That frees the registers for a block of three weight rows by four tokens
+ * (twelve accumulators; per step three weight vectors widened and four activation vectors loaded
+ * for twelve fmas), where four accumulators per output allowed one row by three tokens (four loads
+ * per three fmas, load-bound). Activations are widened to f32 once per slice and block of 16 rows
+ * in a per-thread scratch; between slices and passes the accumulators wait in scratch. The values
+ * past the last whole 32-value step (steps of 8 into acc0, then the scalar tail) are added per
+ * output at the end, as the dot does. */
 #include "simd/simd_kernels.h"
 #include "simd/x86_common.h"
 
@@ -20,10 +23,9 @@
 
 enum { FS_F32, FS_F16, FS_BF16 };
 enum {
-    FS_SLICE = 256,      /* values per slice, a multiple of 32 */
-    FS_RB = 16,          /* rows per block */
-    FS_NC = 64,          /* tokens per call, at most (mf_cpu_matmul's tiles) */
-    FS_AP = FS_SLICE + 32, /* floats per token in the widened slice (the last one may be 31 longer) */
+    FS_SLICE = 512, /* values per slice, a multiple of 32: four tokens' (8 KB) and 16 rows' (16 KB for F16) stay in L1 */
+    FS_RB = 16,     /* rows per block */
+    FS_NC = 64,     /* tokens per call, at most (mf_cpu_matmul's tiles) */
 };
 
 /* Eight values of format kind at p as floats. */
@@ -66,9 +68,9 @@ static float dot_f32_f32(int64_t n, const void *w, const void *a) { return fl_do
 static float dot_f16_f16(int64_t n, const void *w, const void *a) { return fl_dot(FS_F16, n, w, a); }
 static float dot_bf16_bf16(int64_t n, const void *w, const void *a) { return fl_dot(FS_BF16, n, w, a); }
 
-/* The calling thread's scratch: FS_NC tokens x FS_AP widened activations, then FS_RB x FS_NC x 4
+/* The calling thread's scratch: FS_NC tokens x FS_SLICE widened activations, then FS_RB x FS_NC x 4
  * parked accumulators; NULL if it cannot have one (the tile then calls the dot per pair). */
-#define FS_SCRATCH_FLOATS ((size_t)FS_NC * FS_AP + (size_t)FS_RB * FS_NC * 32)
+#define FS_SCRATCH_FLOATS ((size_t)FS_NC * FS_SLICE + (size_t)FS_RB * FS_NC * 32)
 static pthread_key_t scratch_key;
 static bool scratch_key_ok;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -88,36 +90,45 @@ static float *thread_scratch(void) {
     return p;
 }
 
-/* One weight row w (values [k0, k1) of the n) against T tokens: widened activations ap[t] (value k0
- * first), originals a[t] (for the scalar tail). The accumulators start at zero (k0 == 0) or from
- * st[t], and end in st[t] or, when k1 == n, as the outputs *o[t]. np: the values in steps of 32. */
-static inline __attribute__((always_inline)) void fl_tile(int kind, const int T, int64_t n, int64_t np, int64_t k0,
-                                                          int64_t k1, const char *w, const float *const *ap,
-                                                          const char *const *a, __m256 *const *st, float *const *o) {
+/* R weight rows (w[r], addressed from value 0) by T tokens (widened activations ap[t], value k0
+ * first) over the whole 32-value steps of [k0, k1): in pass k the R x T accumulators acc_k start at
+ * zero (first) or from st[4r + t][k] and end there. */
+static inline __attribute__((always_inline)) void fl_block(int kind, const int R, const int T, int64_t k0, int64_t k1,
+                                                           const char *const *w, const float *const *ap,
+                                                           __m256 *const *st, bool first) {
     const size_t es = fl_size(kind);
-    __m256 acc[3][4];
-    for (int t = 0; t < T; t++)
-        for (int k = 0; k < 4; k++) acc[t][k] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st[t] + k));
-    int64_t i = k0;
-    for (; i < MF_MIN(k1, np); i += 32)
-        for (int k = 0; k < 4; k++) {
-            const __m256 wk = fl_load8(kind, w + (size_t)(i + 8 * k) * es);
-            for (int t = 0; t < T; t++) acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(ap[t] + (i - k0) + 8 * k), acc[t][k]);
+    for (int k = 0; k < 4; k++) {
+        __m256 acc[3][4];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+                acc[r][t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st[r * 4 + t] + k));
+        for (int64_t i = k0; i < k1; i += 32) {
+            __m256 av[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) av[t] = _mm256_load_ps(ap[t] + (i - k0) + 8 * k);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const __m256 wv = fl_load8(kind, w[r] + (size_t)(i + 8 * k) * es);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
+            }
         }
-    if (k1 < n) {
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < 4; k++) _mm256_store_ps((float *)(st[t] + k), acc[t][k]);
-        return;
-    }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 wk = fl_load8(kind, w + (size_t)i * es);
-        for (int t = 0; t < T; t++) acc[t][0] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(ap[t] + (i - k0)), acc[t][0]);
-    }
-    for (int t = 0; t < T; t++) {
-        const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
-        *o[t] = fl_tail(kind, s, w, a[t], i, n);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) _mm256_store_ps((float *)(st[r * 4 + t] + k), acc[r][t]);
     }
 }
+
+#define FS_BLOCK_CASES(R)                                                                                      \
+    switch (T) {                                                                                               \
+    case 1: fl_block(kind, R, 1, k0, k1, wr, ap, st, first); break;                                            \
+    case 2: fl_block(kind, R, 2, k0, k1, wr, ap, st, first); break;                                            \
+    case 3: fl_block(kind, R, 3, k0, k1, wr, ap, st, first); break;                                            \
+    default: fl_block(kind, R, 4, k0, k1, wr, ap, st, first); break;                                           \
+    }
 
 static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w,
                                                           size_t w_stride, const char *a, size_t a_stride, float *out,
@@ -131,45 +142,59 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
         return;
     }
     float *const apb = scratch;
-    __m256 *const state = (__m256 *)(scratch + (size_t)FS_NC * FS_AP);
+    __m256 *const state = (__m256 *)(scratch + (size_t)FS_NC * FS_SLICE); /* [row][token][k] */
     const int64_t np = n & ~(int64_t)31;
     for (int rb = 0; rb < nr; rb += FS_RB) {
         const int rn = MF_MIN(FS_RB, nr - rb);
-        for (int64_t k0 = 0; k0 < n; k0 += FS_SLICE) {
-            /* the last slice takes everything past the last whole slice of 32-value steps */
-            const int64_t k1 = k0 + FS_SLICE >= np ? n : k0 + FS_SLICE;
+        for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
+            const int64_t k1 = MF_MIN(k0 + FS_SLICE, np);
+            const bool first = k0 == 0;
             for (int c = 0; c < nc; c++) {
                 const char *ac = a + (size_t)c * a_stride;
-                float *d = apb + (size_t)c * FS_AP;
-                int64_t i = k0;
-                for (; i + 8 <= k1; i += 8) _mm256_storeu_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
-                for (; i < k1; i++) d[i - k0] = fl_value(kind, ac, i);
+                float *d = apb + (size_t)c * FS_SLICE;
+                for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
             }
-            for (int c0 = 0; c0 < nc; c0 += 3) {
-                const int T = MF_MIN(3, nc - c0);
-                const float *ap[3];
-                const char *ar[3];
-                for (int t = 0; t < T; t++) {
-                    ap[t] = apb + (size_t)(c0 + t) * FS_AP;
-                    ar[t] = a + (size_t)(c0 + t) * a_stride;
-                }
-                for (int r = 0; r < rn; r++) {
-                    const char *wr = w + (size_t)(rb + r) * w_stride;
-                    __m256 *st[3];
-                    float *o[3];
-                    for (int t = 0; t < T; t++) {
-                        st[t] = state + ((size_t)r * FS_NC + (size_t)(c0 + t)) * 4;
-                        o[t] = out + (size_t)(c0 + t) * out_stride + (size_t)(rb + r);
+            for (int c0 = 0; c0 < nc; c0 += 4) {
+                const int T = MF_MIN(4, nc - c0);
+                const float *ap[4];
+                for (int t = 0; t < T; t++) ap[t] = apb + (size_t)(c0 + t) * FS_SLICE;
+                for (int r0 = 0; r0 < rn; r0 += 3) {
+                    const int R = MF_MIN(3, rn - r0);
+                    const char *wr[3];
+                    __m256 *st[12];
+                    for (int r = 0; r < R; r++) {
+                        wr[r] = w + (size_t)(rb + r0 + r) * w_stride;
+                        for (int t = 0; t < T; t++)
+                            st[r * 4 + t] = state + ((size_t)(r0 + r) * FS_NC + (size_t)(c0 + t)) * 4;
                     }
-                    if (T == 3) fl_tile(kind, 3, n, np, k0, k1, wr, ap, ar, st, o);
-                    else if (T == 2) fl_tile(kind, 2, n, np, k0, k1, wr, ap, ar, st, o);
-                    else fl_tile(kind, 1, n, np, k0, k1, wr, ap, ar, st, o);
+                    if (R == 3) {
+                        FS_BLOCK_CASES(3)
+                    } else if (R == 2) {
+                        FS_BLOCK_CASES(2)
+                    } else {
+                        FS_BLOCK_CASES(1)
+                    }
                 }
             }
-            if (k1 == n) break;
+        }
+        /* per output: the steps of 8 past the last whole 32-value step into acc0, the sum, the tail */
+        for (int r = 0; r < rn; r++) {
+            const char *wr = w + (size_t)(rb + r) * w_stride;
+            for (int c = 0; c < nc; c++) {
+                const char *ac = a + (size_t)c * a_stride;
+                const __m256 *sv = state + ((size_t)r * FS_NC + (size_t)c) * 4;
+                __m256 acc[4];
+                for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
+                int64_t i = np;
+                for (; i + 8 <= n; i += 8)
+                    acc[0] = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), acc[0]);
+                const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+                out[(size_t)c * out_stride + (size_t)(rb + r)] = fl_tail(kind, s, wr, ac, i, n);
+            }
         }
     }
 }
+#undef FS_BLOCK_CASES
 
 static void gemm_f32(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
     fl_gemm(FS_F32, n, nr, nc, w, ws, a, as, out, os);
