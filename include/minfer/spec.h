@@ -16,7 +16,9 @@
  * depth k in {0} U [draft_min, draft_max] with the most expected tokens, 1 + a + ... + a^k, per
  * cost, 1 + (verify_cost + draft_cost) k in units of a one-token decode of the target, where
  * draft_cost is the draft's weight bytes per token over the target's (0 for lookup); 0 means plain
- * decoding, with a probe every 16 tokens. Greedy decoding, whose text no depth can change,
+ * decoding, with a probe every 16 tokens (a draft model that drafts nothing, its confidence below
+ * p_min, counts as rejected; its first probe that keeps fewer than two tokens ends its drafting for
+ * the generation, since catching it up on the skipped text costs about as much as the gap). Greedy decoding, whose text no depth can change,
  * replaces the cost model with measured times once it has them (in mf_spec_next); sampling keeps
  * the model and starts each generation from the prior acceptance, so that its depths, and so its
  * text, depend only on the seed and the input. draft_min equal to draft_max

@@ -49,8 +49,10 @@ struct mf_spec {
     /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
-    int32_t plain_run; /* plain rounds since the last speculative one */
+    int32_t plain_run; /* plain rounds since the last draft (or draft model probe) */
     int32_t n_round;   /* tokens drawn in this round so far */
+    int32_t probe_fail; /* backed-off probes in a row that did not pay (kept fewer than 2 tokens) */
+    bool r_probe;      /* the round drafted is such a probe */
     char *text;
     size_t text_len, text_cap;
     mf_spec_stats st;
@@ -224,6 +226,7 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
      * seed and input, the same text */
     s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g)));
     if (!s->greedy) prior_acceptance(s);
+    s->probe_fail = 0;
     s->n_hist = n;
     s->pending = false;
     s->r_n = 0;
@@ -379,8 +382,17 @@ static int32_t choose_depth(mf_spec *s) {
         double rate = expected_tokens(a, k) / (1.0 + per_token * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
-    /* backed off: probe again now and then, so that a better stretch of text is noticed */
-    if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2;
+    /* backed off: probe again now and then, so that a better stretch of text is noticed. A draft
+     * model must first catch up on the text it skipped, at its prefill cost per token whatever the
+     * gap (about a fifth of a target step per token for a Q4_0 draft of a small F16 target on a
+     * CPU), so a probe that keeps fewer than two tokens ends its drafting for this generation (lookup's
+     * probes cost next to nothing: they go on every 16 rounds) */
+    s->r_probe = false;
+    if (best_k == 0) {
+        if (s->dctx && s->probe_fail > 0) return 0;
+        if (s->plain_run >= 16)
+            best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
+    }
     return best_k;
 }
 
@@ -496,7 +508,9 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
     s->st.rounds++;
     s->st.drafted += n_draft;
     s->st.depth = s->r_k;
-    s->plain_run = n_draft ? 0 : s->plain_run + 1;
+    /* a draft model's probe costs its decodes even when its confidence (p_min) stops it before the
+     * first token: the next probe waits its 16 rounds either way (lookup's attempts cost nothing) */
+    s->plain_run = n_draft || (s->dctx && s->r_k > 0) ? 0 : s->plain_run + 1;
     int32_t i = 0, n_acc = 0;
     for (;; i++) {
         const float *l = mf_context_logits(s->ctx, r0 + i);
@@ -522,10 +536,13 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
         s->n_dkv = cells > keep ? keep : cells;
     }
     s->st.accepted += n_acc;
-    if (n_draft > 0) { /* per-token acceptance: n_acc successes, then one failure unless all were kept */
+    if (n_draft > 0 || (s->dctx && s->r_k > 0)) {
+        /* per-token acceptance: n_acc successes, then one failure unless all were kept; a draft model
+         * that drafted nothing (its confidence below p_min) cost its decodes for nothing: a failure */
         s->acc_s = 0.9 * s->acc_s + n_acc;
-        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft);
+        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft || n_draft == 0);
     }
+    if (s->r_probe) s->probe_fail = n_acc >= 2 ? 0 : s->probe_fail + 1; /* it paid for its catching up */
     out->n_drafted = n_draft, out->n_accepted = n_acc;
 out:
     out->n_tokens = s->n_round;
