@@ -515,7 +515,7 @@ static void step(serve_engine *e) {
         if (!e->b_logits[r]) continue;
         slot *sl = &e->slots[e->row_slot[r]];
         const int32_t row = out++;
-        if (sl->state == SLOT_IDLE) continue;
+        if (sl->state == SLOT_IDLE || !mf_context_logits(e->ctx, row)) continue;
         if (sl->state == SLOT_GEN && sl->spec_on) { /* a round: all its rows at once, from its first */
             if (row == sl->r0) sl->r0 = -1, slot_round(e, sl, row);
             continue;
