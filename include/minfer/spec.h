@@ -16,9 +16,12 @@
  * depth k in {0} U [draft_min, draft_max] with the most expected tokens, 1 + a + ... + a^k, per
  * cost, 1 + (verify_cost + draft_cost) k in units of a one-token decode of the target, where
  * draft_cost is the draft's weight bytes per token over the target's (0 for lookup); 0 means plain
- * decoding, with a probe every 16 tokens. Greedy decoding, whose text no depth can change,
- * replaces the cost model with measured times once it has them; sampling keeps the model, so that
- * its depths, and so its text, depend only on the seed and the input. draft_min equal to draft_max
+ * decoding, with a probe every 16 tokens (a draft model that drafts nothing, its confidence below
+ * p_min, counts as rejected; its first probe that keeps fewer than two tokens ends its drafting for
+ * the generation, since catching it up on the skipped text costs about as much as the gap). Greedy decoding, whose text no depth can change,
+ * replaces the cost model with measured times once it has them (in mf_spec_next); sampling keeps
+ * the model and starts each generation from the prior acceptance, so that its depths, and so its
+ * text, depend only on the seed and the input. draft_min equal to draft_max
  * fixes the depth. A draft model also stops drafting when its top probability falls below p_min.
  *
  * Use, after the prompt is decoded into sequence seq of ctx (its last token's logits are the last
@@ -31,6 +34,17 @@
  *       if (full) { mf_gen_finish(gen, ...); break; }
  *   }
  * An mf_spec belongs to one thread, as its context does.
+ *
+ * A caller that runs the verification pass itself (a server that verifies the drafts of several
+ * sequences in one batched decode) replaces mf_spec_next with two calls per round:
+ *   mf_spec_draft(sp, &toks, &n);    decode toks[0..n) into seq at positions pos .. pos + n - 1
+ *                                    (pos: the sequence's length), logits for each, as consecutive
+ *                                    rows r0 .. r0 + n - 1 of one decode (with other sequences'
+ *                                    tokens around them if it likes)
+ *   mf_spec_accept(sp, r0, &round);  the tokens drawn, their text, the end
+ * Right after mf_spec_begin there is nothing to decode (n = 0): mf_spec_accept draws the first
+ * token from row r0, the prompt's last. Such a decoder chooses its depths by the cost model alone
+ * (the pass's time is not its own), so its text never depends on the other sequences.
  */
 #ifndef MINFER_SPEC_H
 #define MINFER_SPEC_H
@@ -52,6 +66,10 @@ typedef struct mf_spec_params {
     int32_t ngram_min, ngram_max; /* 2, 4: the lengths of the tail lookup matches, longest first */
     int32_t draft_threads; /* threads of the draft's context; 0: the target context's */
     float verify_cost;     /* 0.2: an extra token in a verification pass, in one-token decodes */
+    /* A context of draft owned by the caller, so that several decoders share one (a server's slots,
+     * each on its own draft_seq); NULL: the decoder creates its own and drafts in its sequence 0. */
+    mf_context *draft_ctx;
+    int32_t draft_seq;
 } mf_spec_params;
 
 mf_spec_params mf_spec_default_params(void);
@@ -62,8 +80,8 @@ mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft);
 
 typedef struct mf_spec mf_spec;
 
-/* A speculative decoder for sequence seq of ctx (a context of target). With a draft model it creates
- * the draft's context (the target's n_ctx, kernel level and float order). Exactly one source: a
+/* A speculative decoder for sequence seq of ctx (a context of target). With a draft model and no
+ * draft_ctx it creates the draft's context (the target's n_ctx, kernel level and float order). Exactly one source: a
  * draft model or lookup. sampling: the generation's sampler parameters (greedy or not, top-k).
  * Errors: MF_ERR_ARG (no source or both, bad ranges, another vocabulary), MF_ERR_UNSUPPORTED
  * (Mirostat, whose running target follows every drawn token), the draft context's errors,
@@ -89,6 +107,28 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit);
  * caller ends the generation with mf_gen_finish). Errors of decoding and sampling; after one, the
  * generation cannot go on. */
 mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reason *reason, bool *context_full);
+
+/* One round of mf_spec_accept. Token i came from the logits of row r0 + i. */
+typedef struct mf_spec_round {
+    int32_t n_tokens;          /* tokens drawn: the accepted drafted ones and one of the target's */
+    const int32_t *tokens;     /* [n_tokens] */
+    const char *text;          /* their text (as mf_gen gave it), valid until the next round */
+    size_t len;
+    const size_t *text_end;    /* [n_tokens] token i's text is text[text_end[i - 1] (0 for i = 0) .. text_end[i]) */
+    mf_stop_reason reason;     /* as mf_gen_next; MF_STOP_NONE: go on */
+    bool context_full;         /* the sequence reached kv_limit (end the generation with mf_gen_finish) */
+    int32_t n_drafted, n_accepted; /* this round's */
+} mf_spec_round;
+
+/* The tokens to decode for the next round (see above): *tokens (valid until the next call) holds the
+ * last drawn token and the drafted ones, *n of them (0 right after mf_spec_begin). Errors of the
+ * draft model's decodes; MF_ERR_ARG before mf_spec_begin. */
+mf_status mf_spec_draft(mf_spec *s, const int32_t **tokens, int32_t *n);
+/* The round's outcome after the caller decoded mf_spec_draft's tokens with logits at rows r0 ...
+ * The cache of seq (and the draft's) is rolled back past the first rejected token: seq then holds
+ * pos + 1 + (accepted drafted tokens) cells. Errors of sampling; MF_ERR_ARG when no round was
+ * drafted or a row is missing. After an error the generation cannot go on. */
+mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out);
 
 typedef struct mf_spec_stats {
     int64_t rounds;    /* verification passes (plain single-token decodes included) */

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "sample_args.h"
 #include "serve.h"
+#include "spec_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,10 @@ static void usage(FILE *f) {
             "  --alias NAME           the model's name in answers and /v1/models (default: the file name)\n"
             "  --kv-type f16|f32      KV cache type (default f16)\n"
             "  --cors-origin ORIGIN   send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
-            "  --no-mmap              read the model into memory instead of mapping it\n"
-            "sampling defaults (a request's own fields override them):\n",
+            "  --no-mmap              read the model into memory instead of mapping it\n",
             MF_MAX_SEQ);
+    cli_spec_usage(f);
+    fprintf(f, "sampling defaults (a request's own fields override them):\n");
     mf_cli_sample_usage(f);
 }
 
@@ -55,9 +57,12 @@ int cmd_serve(int argc, char **argv) {
     mf_serve_default_params(&p);
     cli_context_env(&p.ctx);
     char *key_from_file = NULL;
+    cli_spec_opts spec;
+    cli_spec_opts_init(&spec);
     int rc = 2;
     for (int i = 1; i < argc; i++) {
         int r = mf_cli_sample_arg(argc, argv, &i, &p.defaults);
+        if (r == 0) r = cli_spec_arg(argc, argv, &i, &spec);
         if (r < 0) goto done;
         if (r > 0) continue;
         const char *v;
@@ -137,6 +142,8 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     if (!(p.model = cli_model(p.model))) goto done; /* a path, a cached name, hf:..., ollama:... */
+    p.spec = spec.p;
+    if (spec.draft_path && !(p.draft_model = cli_model(spec.draft_path))) goto done;
     p.on_ready = print_ready;
     mf_status st = mf_serve_run(&p);
     if (st) {

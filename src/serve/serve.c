@@ -29,6 +29,7 @@ void mf_serve_default_params(mf_serve_params *p) {
     p->shutdown_grace_s = 10.0;
     p->ctx = mf_context_default_params();
     mf_sample_settings_init(&p->defaults);
+    p->spec = mf_spec_default_params();
 }
 
 static mf_status check_params(mf_serve_params *p) {
@@ -41,6 +42,25 @@ static mf_status check_params(mf_serve_params *p) {
     if (p->n_http_threads <= 0) p->n_http_threads = p->n_parallel + 4;
     if (p->timeout_s <= 0) return mf_set_error(MF_ERR_ARG, "--timeout %d: must be positive", p->timeout_s);
     if (p->n_ctx < 0) return mf_set_error(MF_ERR_ARG, "--ctx-size %d: must be >= 0", p->n_ctx);
+    if (p->draft_model && p->spec.lookup)
+        return mf_set_error(MF_ERR_ARG, "--model-draft and --lookup are two draft sources: choose one");
+    if (p->draft_model || p->spec.lookup) {
+        mf_spec_params *sp = &p->spec;
+        if (sp->draft_max < 1 || sp->draft_max > MF_SPEC_MAX_DRAFT || sp->draft_min < 0 || sp->draft_min > sp->draft_max)
+            return mf_set_error(MF_ERR_ARG, "--draft-min %d, --draft-max %d: use 0 <= min <= max <= %d", sp->draft_min,
+                                sp->draft_max, MF_SPEC_MAX_DRAFT);
+        /* every generating slot's round (its last token and its drafts) fits one step's batch */
+        const int32_t most = p->n_batch / p->n_parallel - 1;
+        if (most < 1)
+            return mf_set_error(MF_ERR_ARG, "--batch-size %d leaves no room for drafts with %d slots: give at least %d",
+                                p->n_batch, p->n_parallel, 2 * p->n_parallel);
+        if (sp->draft_max > most) {
+            mf_log_message(MF_LOG_WARN, "--draft-max %d lowered to %d (--batch-size %d over %d slots)", sp->draft_max,
+                           most, p->n_batch, p->n_parallel);
+            sp->draft_max = most;
+            if (sp->draft_min > most) sp->draft_min = most;
+        }
+    }
     return MF_OK;
 }
 
@@ -67,6 +87,13 @@ static mf_status load(serve *s) {
         mf_log_message(MF_LOG_WARN, "a slot's context of %d tokens is longer than the model's training context (%d)",
                s->n_ctx_slot, train);
     snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%.16s", mf_model_fingerprint(s->model));
+    if (p->draft_model) {
+        if ((st = mf_model_load_ex(p->draft_model, &lp, &s->draft)) || (st = mf_spec_check_vocab(s->model, s->draft))) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", mf_last_error());
+            return mf_set_error(st, "draft model %s: %s", p->draft_model, why);
+        }
+    }
     return serve_engine_create(s, &s->engine);
 }
 
@@ -121,6 +148,7 @@ mf_status mf_serve_run(const mf_serve_params *params) {
     mf_http_server_free(s.http);
     serve_engine_free(s.engine);
     mf_chat_template_free(s.tmpl);
+    mf_model_free(s.draft);
     mf_model_free(s.model);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

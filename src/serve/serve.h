@@ -29,6 +29,13 @@ typedef struct mf_serve_params {
     mf_sample_settings defaults; /* sampling defaults (flags); requests override per field */
     bool no_mmap;
     const char *cors_origin;  /* Access-Control-Allow-Origin, or NULL */
+    /* Speculative decoding in every slot (docs/spec.md): spec.lookup for n-gram lookup in each slot's
+     * own tokens, or draft_model, a GGUF of the same vocabulary (its context holds one sequence per
+     * slot); draft_min, draft_max (at most --batch-size / --parallel - 1, lowered to that with a
+     * warning), p_min and draft_threads as for `minfer run`. spec.draft and spec.draft_ctx are set
+     * by the server. */
+    const char *draft_model;
+    mf_spec_params spec;
     /* Called once the server listens and the model is loaded, with its URL (tests and the program
      * print it); may be NULL. */
     void (*on_ready)(const char *url, void *user);

@@ -559,6 +559,10 @@ static void metrics(mf_http_request *r, void *user) {
     METRIC("counter", "minfer:prompt_cache_tokens_total", "Prompt tokens taken from the prompt cache.", "%llu",
            (unsigned long long)st.prompt_tokens_cached);
     METRIC("gauge", "minfer:slots", "Slots (sequences decoded together).", "%d", (int)s->p->n_parallel);
+    METRIC("counter", "minfer:draft_tokens_total", "Speculative decoding: drafted tokens sent to verification.", "%llu",
+           (unsigned long long)st.draft_tokens);
+    METRIC("counter", "minfer:draft_tokens_accepted_total", "Speculative decoding: drafted tokens the model kept.",
+           "%llu", (unsigned long long)st.draft_accepted);
 #undef METRIC
     mf_http_respond_metrics(r, buf);
 }

@@ -11,7 +11,15 @@
  * otherwise); when another slot, busy or not, shares a longer prefix, its cells are shared into the
  * chosen slot (mf_context_seq_cp, nothing recomputed). The last prompt token is always computed
  * again, for its logits. Since decoding is batch invariant, a request gives the same bytes alone or
- * beside others, in any slot, with or without a cache hit. */
+ * beside others, in any slot, with or without a cache hit.
+ *
+ * Speculative decoding (--lookup, -md): each slot has an mf_spec on its sequence (and, with a draft
+ * model, on the same sequence of one shared draft context). A generating slot then puts its last
+ * token and its drafted ones into the step's batch, all with logits, and after the decode keeps what
+ * the target agrees with (mf_spec_accept rolls its sequences back past the first rejection); the
+ * slot's token list follows the rollback, so the prompt cache stays exact. Greedy requests give the
+ * bytes plain decoding gives; a sampled request's depths and acceptance draws depend only on its
+ * seed and tokens, so it too gives the same bytes alone or beside others. */
 #include "serve_internal.h"
 
 #include <math.h>
@@ -29,6 +37,10 @@ typedef struct slot {
     int32_t n_hit;  /* prompt tokens the cache already held */
     mf_gen *gen;
     int32_t next;   /* sampled, decoded by the next step */
+    mf_spec *spec;  /* speculative decoder of this sequence (NULL: none configured) */
+    bool spec_on;   /* this request decodes speculatively (not with Mirostat) */
+    int32_t r0;     /* the step's first logits row of its round; -1: none */
+    int64_t n_drafted, n_accepted; /* this request's */
     int64_t n_gen;
     char *text;     /* a non-streamed answer so far */
     size_t n_text, cap_text;
@@ -40,6 +52,7 @@ typedef struct slot {
 struct serve_engine {
     serve *s;
     mf_context *ctx;
+    mf_context *dctx; /* the draft model's context (-md): sequence i drafts for slot i */
     slot *slots;
     int32_t n_slots;
     pthread_t thread;
@@ -61,7 +74,7 @@ struct serve_engine {
     struct slot_view {
         slot_state state;
         int32_t n_cache;
-        int64_t n_gen;
+        int64_t n_gen, n_drafted, n_accepted;
     } *view;
 };
 
@@ -113,6 +126,8 @@ static void slot_reset(slot *sl) {
     sl->state = SLOT_IDLE;
     sl->n_text = 0;
     sl->n_gen = 0;
+    sl->spec_on = false;
+    sl->r0 = -1;
 }
 
 /* Choose the slot for a task (an idle one exists) and set its sequence to the longest cached
@@ -145,6 +160,8 @@ static void slot_start(serve_engine *e, slot *sl, serve_task *t) {
     if (donor) {
         mf_context_seq_cp(e->ctx, donor->id, sl->id, 0, -1); /* drops sl's own cells first */
         mf_context_seq_rm(e->ctx, sl->id, keep, -1);
+        if (e->dctx) /* the draft shares the donor's cells too (mf_spec_begin keeps what agrees) */
+            mf_context_seq_cp(e->dctx, donor->id, sl->id, 0, -1);
     } else {
         mf_context_seq_rm(e->ctx, sl->id, keep, -1);
     }
@@ -156,6 +173,7 @@ static void slot_start(serve_engine *e, slot *sl, serve_task *t) {
     sl->t_start = mf_time_s();
     sl->n_gen = 0;
     sl->n_text = 0;
+    sl->n_drafted = sl->n_accepted = 0;
     sl->last_used = ++e->tick;
 }
 
@@ -278,31 +296,99 @@ static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
     sl->last_used = ++e->tick;
 }
 
-/* Sample the slot's next token from its logits row and send what it adds to the answer. */
-static void slot_sample(serve_engine *e, slot *sl, const float *logits) {
+/* One drawn token: count it, send its text (and logprob); false when the answer ended with it. */
+static bool slot_token(serve_engine *e, slot *sl, int32_t tok, const char *text, size_t len, mf_stop_reason reason,
+                       const float *logits) {
+    const serve_task *t = sl->task;
+    sl->n_gen++;
+    json_t *lp = t->logprobs && reason != MF_STOP_EOG ? serve_logprob(e->s, logits, tok, t->top_logprobs, t->kind) : NULL;
+    const bool ok = emit(e, sl, text, len, lp);
+    json_decref(lp);
+    if (!ok) {
+        slot_cancel(e, sl, NULL);
+        return false;
+    }
+    if (reason != MF_STOP_NONE) {
+        slot_finish(e, sl, reason);
+        return false;
+    }
+    return true;
+}
+
+/* The prompt is in the cache: count it, open a chat stream, start the speculative decoder. false
+ * when the answer ended here. */
+static bool slot_prompt_done(serve_engine *e, slot *sl) {
     serve_task *t = sl->task;
-    if (sl->state == SLOT_PREFILL) {
-        sl->state = SLOT_GEN;
-        sl->t_first = mf_time_s();
-        pthread_mutex_lock(&e->lock);
-        e->stats.prompt_tokens += (uint64_t)t->n_prompt;
-        e->stats.prompt_tokens_cached += (uint64_t)sl->n_hit;
-        e->stats.prompt_seconds += sl->t_first - sl->t_start;
-        pthread_mutex_unlock(&e->lock);
-        if (t->stream && t->kind == TASK_CHAT) { /* the role chunk opens a chat stream */
-            json_t *c = serve_chunk(e->s, t, "", 0, NULL, NULL, true);
-            const bool ok = c && mf_http_stream_push_json(t->stream_h, c) == MF_HTTP_PUSH_OK;
-            json_decref(c);
-            if (!ok) {
-                slot_cancel(e, sl, NULL);
-                return;
-            }
+    sl->state = SLOT_GEN;
+    sl->t_first = mf_time_s();
+    pthread_mutex_lock(&e->lock);
+    e->stats.prompt_tokens += (uint64_t)t->n_prompt;
+    e->stats.prompt_tokens_cached += (uint64_t)sl->n_hit;
+    e->stats.prompt_seconds += sl->t_first - sl->t_start;
+    pthread_mutex_unlock(&e->lock);
+    if (t->stream && t->kind == TASK_CHAT) { /* the role chunk opens a chat stream */
+        json_t *c = serve_chunk(e->s, t, "", 0, NULL, NULL, true);
+        const bool ok = c && mf_http_stream_push_json(t->stream_h, c) == MF_HTTP_PUSH_OK;
+        json_decref(c);
+        if (!ok) {
+            slot_cancel(e, sl, NULL);
+            return false;
         }
     }
     if (t->settings.n_predict == 0) { /* max_tokens 0: the prompt is in the cache, nothing more */
         slot_finish(e, sl, MF_STOP_LENGTH);
+        return false;
+    }
+    /* Mirostat (whose running target follows every drawn token) decodes plainly */
+    sl->spec_on = sl->spec && !t->settings.params.mirostat && !mf_spec_set_sampling(sl->spec, &t->settings.params);
+    if (sl->spec_on && mf_spec_begin(sl->spec, sl->gen, e->s->n_ctx_slot)) {
+        slot_cancel(e, sl, mf_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* A speculative round's outcome, from logits rows r0 ...: the tokens drawn, their text. */
+static void slot_round(serve_engine *e, slot *sl, int32_t r0) {
+    mf_spec_round rd;
+    if (mf_spec_accept(sl->spec, r0, &rd)) {
+        slot_cancel(e, sl, mf_last_error());
         return;
     }
+    sl->n_cache = mf_context_seq_pos_max(e->ctx, sl->id) + 1; /* the token list follows the rollback */
+    sl->n_drafted += rd.n_drafted, sl->n_accepted += rd.n_accepted;
+    if (rd.n_drafted) {
+        pthread_mutex_lock(&e->lock);
+        e->stats.draft_tokens += (uint64_t)rd.n_drafted;
+        e->stats.draft_accepted += (uint64_t)rd.n_accepted;
+        pthread_mutex_unlock(&e->lock);
+    }
+    for (int32_t i = 0; i < rd.n_tokens; i++) {
+        const size_t from = i ? rd.text_end[i - 1] : 0;
+        const mf_stop_reason reason = i == rd.n_tokens - 1 ? rd.reason : MF_STOP_NONE;
+        if (!slot_token(e, sl, rd.tokens[i], rd.text + from, rd.text_end[i] - from, reason,
+                        mf_context_logits(e->ctx, r0 + i)))
+            return;
+    }
+    if (rd.context_full) { /* cannot happen with n_predict clamped to the room; end it as plain decoding would */
+        const char *text;
+        size_t len;
+        if (!mf_gen_finish(sl->gen, &text, &len) && !emit(e, sl, text, len, NULL)) {
+            slot_cancel(e, sl, NULL);
+            return;
+        }
+        slot_finish(e, sl, MF_STOP_LENGTH);
+    }
+}
+
+/* Sample the slot's next token from logits row `row` and send what it adds to the answer. */
+static void slot_sample(serve_engine *e, slot *sl, int32_t row) {
+    if (sl->state == SLOT_PREFILL && !slot_prompt_done(e, sl)) return;
+    if (sl->spec_on) { /* the first token, through the decoder */
+        slot_round(e, sl, row);
+        return;
+    }
+    const float *logits = mf_context_logits(e->ctx, row);
     int32_t tok;
     const char *text;
     size_t len;
@@ -311,19 +397,7 @@ static void slot_sample(serve_engine *e, slot *sl, const float *logits) {
         slot_cancel(e, sl, mf_last_error());
         return;
     }
-    sl->n_gen++;
-    json_t *lp = t->logprobs && reason != MF_STOP_EOG ? serve_logprob(e->s, logits, tok, t->top_logprobs, t->kind) : NULL;
-    const bool ok = emit(e, sl, text, len, lp);
-    json_decref(lp);
-    if (!ok) {
-        slot_cancel(e, sl, NULL);
-        return;
-    }
-    if (reason != MF_STOP_NONE) {
-        slot_finish(e, sl, reason);
-        return;
-    }
-    sl->next = tok;
+    if (slot_token(e, sl, tok, text, len, reason, logits)) sl->next = tok;
 }
 
 /* ---- the step ---- */
@@ -368,8 +442,23 @@ static void step(serve_engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         if (sl->state != SLOT_GEN) continue;
-        e->b_tok[n] = sl->next, e->b_pos[n] = sl->n_cache, e->b_seq[n] = sl->id, e->b_logits[n] = 1;
-        e->row_slot[n++] = i;
+        if (!sl->spec_on) {
+            e->b_tok[n] = sl->next, e->b_pos[n] = sl->n_cache, e->b_seq[n] = sl->id, e->b_logits[n] = 1;
+            e->row_slot[n++] = i;
+            continue;
+        }
+        /* its last token and its drafts (at most n_batch / n_parallel tokens: serve.c checks) */
+        const int32_t *toks;
+        int32_t k;
+        if (mf_spec_draft(sl->spec, &toks, &k)) {
+            slot_cancel(e, sl, mf_last_error());
+            continue;
+        }
+        sl->r0 = n; /* every token so far asks for logits: batch index = logits row */
+        for (int32_t j = 0; j < k; j++) {
+            e->b_tok[n] = toks[j], e->b_pos[n] = sl->n_cache + j, e->b_seq[n] = sl->id, e->b_logits[n] = 1;
+            e->row_slot[n++] = i;
+        }
     }
     n_dec = n;
     /* prompt budget: a decode-only step's worth of prompt work beside generating slots, the whole
@@ -425,8 +514,13 @@ static void step(serve_engine *e) {
     for (int32_t r = 0; r < n; r++) {
         if (!e->b_logits[r]) continue;
         slot *sl = &e->slots[e->row_slot[r]];
-        const float *logits = mf_context_logits(e->ctx, out++);
-        if (sl->state != SLOT_IDLE && logits) slot_sample(e, sl, logits);
+        const int32_t row = out++;
+        if (sl->state == SLOT_IDLE || !mf_context_logits(e->ctx, row)) continue;
+        if (sl->state == SLOT_GEN && sl->spec_on) { /* a round: all its rows at once, from its first */
+            if (row == sl->r0) sl->r0 = -1, slot_round(e, sl, row);
+            continue;
+        }
+        slot_sample(e, sl, row);
     }
 }
 
@@ -470,7 +564,8 @@ static void *engine_main(void *arg) {
         e->stats.queued = e->n_queued;
         e->stats.kv_used = mf_context_n_used(e->ctx);
         for (int32_t i = 0; i < e->n_slots; i++)
-            e->view[i] = (struct slot_view){e->slots[i].state, e->slots[i].n_cache, e->slots[i].n_gen};
+            e->view[i] = (struct slot_view){e->slots[i].state, e->slots[i].n_cache, e->slots[i].n_gen,
+                                            e->slots[i].n_drafted, e->slots[i].n_accepted};
         const bool done = e->stopping && busy == 0 && !e->head;
         pthread_mutex_unlock(&e->lock);
         if (done) break;
@@ -494,6 +589,11 @@ mf_status serve_engine_create(serve *s, serve_engine **out) {
     cp.n_ubatch = s->p->n_batch;
     cp.kv_f32 = s->p->kv_f32;
     mf_status st = mf_context_create(s->model, &cp, &e->ctx);
+    if (!st && s->draft) { /* the draft's context: one sequence per slot, the same room */
+        mf_context_params dp = cp;
+        if (s->p->spec.draft_threads > 0) dp.n_threads = s->p->spec.draft_threads;
+        st = mf_context_create(s->draft, &dp, &e->dctx);
+    }
     const size_t nb = (size_t)s->p->n_batch;
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->view = calloc((size_t)e->n_slots, sizeof *e->view);
@@ -503,7 +603,14 @@ mf_status serve_engine_create(serve *s, serve_engine **out) {
     if (!st && (!e->slots || !e->view || !e->b_tok || !e->b_pos || !e->b_seq || !e->row_slot || !e->b_logits)) st = MF_ERR_NOMEM;
     for (int32_t i = 0; !st && i < e->n_slots; i++) {
         e->slots[i].id = i;
+        e->slots[i].r0 = -1;
         if (!(e->slots[i].cache = malloc((size_t)s->n_ctx_slot * sizeof(int32_t)))) st = MF_ERR_NOMEM;
+        if (!st && (s->draft || s->p->spec.lookup)) {
+            mf_spec_params sp = s->p->spec;
+            sp.draft = s->draft, sp.draft_ctx = e->dctx, sp.draft_seq = s->draft ? i : 0;
+            const mf_sampler_params greedy = mf_sampler_default_params(); /* each request sets its own */
+            st = mf_spec_create(s->model, e->ctx, i, &greedy, &sp, &e->slots[i].spec);
+        }
     }
     if (!st && pthread_create(&e->thread, NULL, engine_main, e) != 0) st = MF_ERR_INTERNAL;
     if (st) {
@@ -573,10 +680,12 @@ void serve_engine_free(serve_engine *e) {
         if (e->slots[i].task) slot_cancel(e, &e->slots[i], "the server is shutting down");
         free(e->slots[i].cache);
         free(e->slots[i].text);
+        mf_spec_free(e->slots[i].spec);
     }
     free(e->slots);
     free(e->view);
     free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->row_slot), free(e->b_logits);
+    mf_context_free(e->dctx);
     mf_context_free(e->ctx);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
@@ -595,9 +704,11 @@ json_t *serve_engine_slots_json(serve_engine *e) {
     for (int32_t i = 0; a && i < e->n_slots; i++) {
         const struct slot_view *v = &e->view[i];
         const char *state = v->state == SLOT_IDLE ? "idle" : v->state == SLOT_PREFILL ? "prefill" : "generating";
-        json_array_append_new(a, json_pack("{s:i,s:i,s:b,s:s,s:i,s:I}", "id", (int)i, "n_ctx", (int)e->s->n_ctx_slot,
-                                           "is_processing", v->state != SLOT_IDLE, "state", state,
-                                           "n_cached_tokens", (int)v->n_cache, "n_decoded", (json_int_t)v->n_gen));
+        json_array_append_new(a, json_pack("{s:i,s:i,s:b,s:s,s:i,s:I,s:I,s:I}", "id", (int)i, "n_ctx",
+                                           (int)e->s->n_ctx_slot, "is_processing", v->state != SLOT_IDLE, "state",
+                                           state, "n_cached_tokens", (int)v->n_cache, "n_decoded",
+                                           (json_int_t)v->n_gen, "n_draft_total", (json_int_t)v->n_drafted,
+                                           "n_draft_accepted", (json_int_t)v->n_accepted));
     }
     pthread_mutex_unlock(&e->lock);
     return a;

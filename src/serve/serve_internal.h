@@ -39,6 +39,7 @@ void serve_task_free(serve_task *t);
 typedef struct serve_stats {
     uint64_t requests, requests_ok, requests_cancelled, requests_rejected;
     uint64_t prompt_tokens, prompt_tokens_cached, gen_tokens, n_decode;
+    uint64_t draft_tokens, draft_accepted; /* speculative decoding: tokens drafted, of which kept */
     double prompt_seconds, gen_seconds;
     int32_t busy_slots, queued, kv_used;
 } serve_stats;
@@ -49,6 +50,7 @@ typedef struct serve_engine serve_engine;
 typedef struct serve {
     const mf_serve_params *p;
     mf_model *model;
+    mf_model *draft; /* -md, or NULL */
     const mf_tokenizer *tok;
     mf_chat_template *tmpl;
     char model_name[256];

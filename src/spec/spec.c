@@ -18,8 +18,9 @@ typedef struct {
 
 struct mf_spec {
     mf_spec_params p;
-    mf_context *ctx, *dctx; /* target context (not owned), draft context (owned; NULL for lookup) */
-    int32_t seq, n_vocab, n_ctx;
+    mf_context *ctx, *dctx; /* target context (not owned), draft context (NULL for lookup) */
+    bool own_dctx;
+    int32_t seq, dseq, n_vocab, n_ctx;
     bool greedy;
     int32_t q_top;  /* candidates of q (sampling with a draft model) */
     float temp;
@@ -34,6 +35,12 @@ struct mf_spec {
     int32_t *btok;    /* [draft_max + 1] the verification batch */
     int32_t *bseq;
     int8_t *bout;
+    int32_t *dbseq;   /* [n_ctx] draft_seq for every token of a draft batch */
+    /* the round drafted and not yet accepted: its batch size (0: none), depth, drafts, draft decodes */
+    int32_t r_n, r_k, r_draft, r_ddec;
+    bool timed;       /* driven by mf_spec_next, which measures its passes */
+    int32_t *rtok;    /* [draft_max + 1] the round's drawn tokens */
+    size_t *rend;     /* [draft_max + 1] where each one's text ends */
     float *dsoft;     /* [n_vocab] scratch for the draft's softmax */
     uint64_t rng;     /* splitmix64 state: acceptance tests and residual draws */
     /* adaptive depth: per-token acceptance as decayed successes / failures; costs in units of a
@@ -42,11 +49,16 @@ struct mf_spec {
     /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
-    int32_t plain_run; /* plain rounds since the last speculative one */
+    int32_t plain_run; /* plain rounds since the last draft (or draft model probe) */
+    int32_t n_round;   /* tokens drawn in this round so far */
+    int32_t probe_fail; /* backed-off probes in a row that did not pay (kept fewer than 2 tokens) */
+    bool r_probe;      /* the round drafted is such a probe */
     char *text;
     size_t text_len, text_cap;
     mf_spec_stats st;
 };
+
+static void prior_acceptance(mf_spec *s);
 
 mf_spec_params mf_spec_default_params(void) {
     return (mf_spec_params){
@@ -75,8 +87,11 @@ mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft) {
 
 void mf_spec_free(mf_spec *s) {
     if (!s) return;
-    mf_context_free(s->dctx);
+    if (s->own_dctx) mf_context_free(s->dctx);
     free(s->hist);
+    free(s->dbseq);
+    free(s->rtok);
+    free(s->rend);
     free(s->dtok);
     free(s->q);
     free(s->btok);
@@ -104,6 +119,11 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
                             p->ngram_max);
     if (!(p->verify_cost >= 0.0f && p->verify_cost <= 1.0f))
         return mf_set_error(MF_ERR_ARG, "verify_cost = %g: use 0 .. 1", p->verify_cost);
+    if (p->draft_ctx && !p->draft)
+        return mf_set_error(MF_ERR_ARG, "a draft context was given without its draft model");
+    if (p->draft_seq < 0 || p->draft_seq >= MF_MAX_SEQ || (!p->draft_ctx && p->draft_seq))
+        return mf_set_error(MF_ERR_ARG, "draft sequence %d: use 0 .. %d with a draft context of the caller, else 0",
+                            p->draft_seq, MF_MAX_SEQ - 1);
     if (p->draft_threads < 0) return mf_set_error(MF_ERR_ARG, "draft threads = %d: use 0 or more", p->draft_threads);
     if (seq < 0 || seq >= MF_MAX_SEQ) return mf_set_error(MF_ERR_ARG, "sequence %d: use 0 .. %d", seq, MF_MAX_SEQ - 1);
     mf_status st;
@@ -125,12 +145,20 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     s->bseq = malloc((k + 1) * sizeof *s->bseq);
     s->bout = malloc(k + 1);
     s->dsoft = p->draft ? malloc((size_t)s->n_vocab * sizeof *s->dsoft) : NULL;
-    if (!s->hist || !s->dtok || (p->draft && (!s->q || !s->dsoft)) || !s->btok || !s->bseq || !s->bout) {
+    s->dbseq = p->draft ? malloc(((size_t)s->n_ctx + 1) * sizeof *s->dbseq) : NULL;
+    s->rtok = malloc((k + 1) * sizeof *s->rtok);
+    s->rend = malloc((k + 1) * sizeof *s->rend);
+    if (!s->hist || !s->dtok || (p->draft && (!s->q || !s->dsoft || !s->dbseq)) || !s->btok || !s->bseq || !s->bout ||
+        !s->rtok || !s->rend) {
         mf_spec_free(s);
         return MF_ERR_NOMEM;
     }
     for (size_t i = 0; i <= k; i++) s->bseq[i] = seq, s->bout[i] = 1;
-    if (p->draft) {
+    s->dseq = p->draft_seq;
+    for (int32_t i = 0; s->dbseq && i <= s->n_ctx; i++) s->dbseq[i] = s->dseq;
+    if (p->draft_ctx) {
+        s->dctx = p->draft_ctx;
+    } else if (p->draft) {
         mf_context_params cp = mf_context_default_params();
         cp.n_ctx = s->n_ctx;
         cp.n_threads = p->draft_threads ? p->draft_threads : mf_context_n_threads(ctx);
@@ -140,9 +168,9 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
             mf_spec_free(s);
             return st;
         }
+        s->own_dctx = true;
     }
-    /* a prior acceptance worth four tokens: 0.75 for a draft model, 0.5 for lookup */
-    s->acc_s = p->draft ? 3.0 : 2.0, s->acc_f = p->draft ? 1.0 : 2.0;
+    prior_acceptance(s);
     if (p->draft) { /* decoding is bound by the weight bytes it reads */
         mf_model_info ti, di;
         mf_model_get_info(target, &ti);
@@ -166,6 +194,12 @@ mf_status mf_spec_set_sampling(mf_spec *s, const mf_sampler_params *sampling) {
 
 void mf_spec_get_stats(const mf_spec *s, mf_spec_stats *out) { *out = s->st; }
 
+/* A prior acceptance worth four tokens: 0.75 for a draft model, 0.5 for lookup. */
+static void prior_acceptance(mf_spec *s) {
+    s->acc_s = s->p.draft ? 3.0 : 2.0, s->acc_f = s->p.draft ? 1.0 : 2.0;
+    s->plain_run = 0;
+}
+
 /* splitmix64 as a uniform in [0, 1) with 53 bits. */
 static double uniform(mf_spec *s) {
     uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
@@ -187,26 +221,31 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
                             n, mf_context_seq_pos_max(s->ctx, s->seq));
     s->gen = g;
     s->kv_limit = kv_limit;
-    /* the acceptance tests' stream follows the generation's seed: the same seed, the same text */
-    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g))) ^ (uint64_t)s->seq;
+    /* the acceptance tests' stream follows the generation's seed alone (not the sequence, which a
+     * server's scheduler picks), and a sampled generation's depths start from the prior: the same
+     * seed and input, the same text */
+    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g)));
+    if (!s->greedy) prior_acceptance(s);
+    s->probe_fail = 0;
     s->n_hist = n;
     s->pending = false;
+    s->r_n = 0;
     s->text_len = 0;
     /* the draft keeps the part of its cache that agrees with the sequence */
     s->n_dkv = 0;
     if (s->dctx) {
-        int32_t dn = mf_context_seq_tokens(s->dctx, 0, NULL, NULL, 0);
+        int32_t dn = mf_context_seq_tokens(s->dctx, s->dseq, NULL, NULL, 0);
         int32_t *dt = dn > 0 ? malloc((size_t)dn * sizeof *dt) : NULL;
         if (dt) {
-            mf_context_seq_tokens(s->dctx, 0, dt, NULL, dn);
+            mf_context_seq_tokens(s->dctx, s->dseq, dt, NULL, dn);
             while (s->n_dkv < dn && s->n_dkv < n && dt[s->n_dkv] == s->hist[s->n_dkv]) s->n_dkv++;
             free(dt);
         }
-        mf_status st = mf_context_seq_rm(s->dctx, 0, s->n_dkv, -1);
+        mf_status st = mf_context_seq_rm(s->dctx, s->dseq, s->n_dkv, -1);
         if (st) return st;
         /* the draft's prefill belongs to the prompt's time, not to the first drafts' */
         if (s->n_dkv < n - 1) {
-            mf_batch b = {.n_tokens = n - 1 - s->n_dkv, .tokens = s->hist + s->n_dkv};
+            mf_batch b = {.n_tokens = n - 1 - s->n_dkv, .tokens = s->hist + s->n_dkv, .seq = s->dbseq};
             if ((st = mf_context_decode(s->dctx, &b))) return st;
             s->n_dkv = n - 1;
         }
@@ -289,10 +328,10 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
     /* catch up on the tokens the draft has not seen; its logits must be those after the last one */
     if (s->n_dkv >= s->n_hist) {
         s->n_dkv = s->n_hist - 1;
-        mf_status st = mf_context_seq_rm(s->dctx, 0, s->n_dkv, -1);
+        mf_status st = mf_context_seq_rm(s->dctx, s->dseq, s->n_dkv, -1);
         if (st) return st;
     }
-    mf_batch b = {.n_tokens = s->n_hist - s->n_dkv, .tokens = s->hist + s->n_dkv};
+    mf_batch b = {.n_tokens = s->n_hist - s->n_dkv, .tokens = s->hist + s->n_dkv, .seq = s->dbseq};
     mf_status st = mf_context_decode(s->dctx, &b);
     if (st) return st;
     s->n_dkv = s->n_hist;
@@ -310,7 +349,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
         }
         s->dtok[m++] = t;
         if (m == k) break;
-        b = (mf_batch){.n_tokens = 1, .tokens = &t};
+        b = (mf_batch){.n_tokens = 1, .tokens = &t, .seq = s->dbseq};
         if ((st = mf_context_decode(s->dctx, &b))) return st;
         (*n_decoded)++;
     }
@@ -333,7 +372,7 @@ static int32_t choose_depth(mf_spec *s) {
     if (p->draft_min == p->draft_max) return p->draft_max;
     const double a = s->acc_s / (s->acc_s + s->acc_f);
     double per_token = p->verify_cost + s->td;
-    if (s->greedy) {
+    if (s->greedy && s->timed) {
         if (s->m_t1 <= 0) return 0; /* measure a plain pass first */
         if (s->m_slope > 0 && (s->m_td > 0 || !s->dctx)) per_token = (s->m_slope + s->m_td) / s->m_t1;
     }
@@ -343,8 +382,17 @@ static int32_t choose_depth(mf_spec *s) {
         double rate = expected_tokens(a, k) / (1.0 + per_token * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
-    /* backed off: probe again now and then, so that a better stretch of text is noticed */
-    if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2;
+    /* backed off: probe again now and then, so that a better stretch of text is noticed. A draft
+     * model must first catch up on the text it skipped, at its prefill cost per token whatever the
+     * gap (about a fifth of a target step per token for a Q4_0 draft of a small F16 target on a
+     * CPU), so a probe that keeps fewer than two tokens ends its drafting for this generation (lookup's
+     * probes cost next to nothing: they go on every 16 rounds) */
+    s->r_probe = false;
+    if (best_k == 0) {
+        if (s->dctx && s->probe_fail > 0) return 0;
+        if (s->plain_run >= 16)
+            best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
+    }
     return best_k;
 }
 
@@ -354,10 +402,12 @@ static void decay(double *x, double v) { *x = *x > 0 ? 0.8 * *x + 0.2 * v : v; }
 
 /* Account for a token drawn with `cells` cells in the cache: the text, the stop reason and whether
  * the context is full. true when the round ends here. */
-static mf_status emit_token(mf_spec *s, const char *t, size_t n, mf_stop_reason r, int32_t cells,
+static mf_status emit_token(mf_spec *s, int32_t tok, const char *t, size_t n, mf_stop_reason r, int32_t cells,
                             mf_stop_reason *reason, bool *full, bool *end) {
     mf_status st = text_put(s, t, n);
     if (st) return st;
+    s->rtok[s->n_round] = tok;
+    s->rend[s->n_round++] = s->text_len;
     s->st.generated++;
     *reason = r;
     *full = r == MF_STOP_NONE && cells >= s->kv_limit;
@@ -403,30 +453,16 @@ static mf_status verify_sampled(mf_spec *s, const float *l, int32_t d, const spe
     return mf_gen_push(s->gen, *out, t, n, r);
 }
 
-mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reason *reason, bool *context_full) {
-    *text = "", *len = 0, *reason = MF_STOP_NONE, *context_full = false;
-    s->text_len = 0;
-    if (s->text) s->text[0] = 0;
-    const char *t;
-    size_t n;
-    mf_stop_reason r;
-    mf_status st;
-    bool end;
-    int32_t tok;
-    if (!s->pending) { /* the first token, from the prompt's logits */
-        const float *l = mf_context_logits(s->ctx, mf_context_n_outputs(s->ctx) - 1);
-        if (!l) return mf_set_error(MF_ERR_ARG, "mf_spec_next: the context has no logits (decode the prompt first)");
-        if ((st = mf_gen_next(s->gen, l, &tok, &t, &n, &r))) return st;
-        if ((st = emit_token(s, t, n, r, s->n_hist, reason, context_full, &end))) return st;
-        s->hist[s->n_hist++] = tok;
-        s->pending = true;
-        goto out;
-    }
+mf_status mf_spec_draft(mf_spec *s, const int32_t **tokens, int32_t *n) {
+    *tokens = s->btok, *n = 0;
+    if (!s->gen) return mf_set_error(MF_ERR_ARG, "mf_spec_draft: call mf_spec_begin first");
+    if (!s->pending) return MF_OK; /* the first token comes from the prompt's logits */
     const int32_t pos = s->n_hist - 1; /* the pending token's position = cells in the cache */
     int32_t k = choose_depth(s), room = s->kv_limit - pos - 1, n_draft = 0, n_ddec = 0;
     if (k > room) k = room;
     const double t0 = mf_time_s();
     if (k > 0) {
+        mf_status st;
         if (s->dctx) {
             if ((st = draft_model(s, k, &n_draft, &n_ddec))) return st;
         } else {
@@ -434,25 +470,50 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
         }
         if (n_draft < s->p.draft_min) n_draft = 0;
     }
-    const double t1 = mf_time_s();
-    s->st.draft_s += t1 - t0;
-    /* verification: the pending token and the draft in one pass, logits for each */
+    s->st.draft_s += mf_time_s() - t0;
     s->btok[0] = s->hist[pos];
     memcpy(s->btok + 1, s->dtok, (size_t)n_draft * sizeof *s->btok);
-    mf_batch b = {.n_tokens = n_draft + 1, .tokens = s->btok, .seq = s->bseq, .logits = s->bout};
-    if ((st = mf_context_decode(s->ctx, &b))) return st;
-    const double t2 = mf_time_s();
-    s->st.verify_s += t2 - t1;
-    if (n_draft == 0) decay(&s->m_t1, t2 - t1);
-    else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
-    if (k > 0 && s->dctx) decay(&s->m_td, (t1 - t0) / (n_draft > 0 ? n_draft : 1)); /* failed attempts too */
+    s->r_n = *n = n_draft + 1;
+    s->r_k = k, s->r_draft = n_draft, s->r_ddec = n_ddec;
+    return MF_OK;
+}
+
+mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
+    memset(out, 0, sizeof *out);
+    out->tokens = s->rtok, out->text_end = s->rend, out->text = "";
+    if (!s->gen) return mf_set_error(MF_ERR_ARG, "mf_spec_accept: call mf_spec_begin first");
+    if (s->pending && !s->r_n) return mf_set_error(MF_ERR_ARG, "mf_spec_accept: no round was drafted (mf_spec_draft)");
+    s->text_len = 0, s->n_round = 0;
+    if (s->text) s->text[0] = 0;
+    const char *t;
+    size_t n;
+    mf_stop_reason r, reason = MF_STOP_NONE;
+    mf_status st;
+    bool end, full = false;
+    int32_t tok;
+    if (!s->pending) { /* the first token, from the prompt's logits */
+        const float *l = mf_context_logits(s->ctx, r0);
+        if (!l) return mf_set_error(MF_ERR_ARG, "mf_spec_accept: the context has no logits row %d", r0);
+        if ((st = mf_gen_next(s->gen, l, &tok, &t, &n, &r))) return st;
+        if ((st = emit_token(s, tok, t, n, r, s->n_hist, &reason, &full, &end))) return st;
+        s->hist[s->n_hist++] = tok;
+        s->pending = true;
+        goto out;
+    }
+    const int32_t pos = s->n_hist - 1, n_draft = s->r_draft, n_ddec = s->r_ddec;
+    if (!mf_context_logits(s->ctx, r0 + n_draft))
+        return mf_set_error(MF_ERR_ARG, "mf_spec_accept: the context has no logits row %d (decode the round's %d "
+                                        "tokens with logits first)", r0 + n_draft, n_draft + 1);
+    s->r_n = 0;
     s->st.rounds++;
     s->st.drafted += n_draft;
-    s->st.depth = k;
-    s->plain_run = n_draft ? 0 : s->plain_run + 1;
+    s->st.depth = s->r_k;
+    /* a draft model's probe costs its decodes even when its confidence (p_min) stops it before the
+     * first token: the next probe waits its 16 rounds either way (lookup's attempts cost nothing) */
+    s->plain_run = n_draft || (s->dctx && s->r_k > 0) ? 0 : s->plain_run + 1;
     int32_t i = 0, n_acc = 0;
     for (;; i++) {
-        const float *l = mf_context_logits(s->ctx, i);
+        const float *l = mf_context_logits(s->ctx, r0 + i);
         bool kept = false;
         if (i == n_draft || s->greedy) {
             if ((st = mf_gen_next(s->gen, l, &tok, &t, &n, &r))) return st;
@@ -461,7 +522,7 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
             if ((st = verify_sampled(s, l, s->dtok[i], s->dctx ? &s->q[i] : NULL, &tok, &kept, &t, &n, &r))) return st;
         }
         n_acc += kept;
-        if ((st = emit_token(s, t, n, r, pos + 1 + i, reason, context_full, &end))) return st;
+        if ((st = emit_token(s, tok, t, n, r, pos + 1 + i, &reason, &full, &end))) return st;
         if (!kept || end) break;
         s->hist[pos + 1 + i] = tok;
     }
@@ -471,16 +532,50 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     s->n_hist = pos + 2 + i;
     if (s->dctx) { /* the draft keeps the pending token and the kept drafted tokens it decoded */
         const int32_t keep = pos + 1 + (n_ddec < i ? n_ddec : i), cells = s->n_dkv + n_ddec;
-        if (cells > keep && (st = mf_context_seq_rm(s->dctx, 0, keep, -1))) return st;
+        if (cells > keep && (st = mf_context_seq_rm(s->dctx, s->dseq, keep, -1))) return st;
         s->n_dkv = cells > keep ? keep : cells;
     }
     s->st.accepted += n_acc;
-    if (n_draft > 0) { /* per-token acceptance: n_acc successes, then one failure unless all were kept */
+    if (n_draft > 0 || (s->dctx && s->r_k > 0)) {
+        /* per-token acceptance: n_acc successes, then one failure unless all were kept; a draft model
+         * that drafted nothing (its confidence below p_min) cost its decodes for nothing: a failure */
         s->acc_s = 0.9 * s->acc_s + n_acc;
-        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft);
+        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft || n_draft == 0);
     }
+    if (s->r_probe) s->probe_fail = n_acc >= 2 ? 0 : s->probe_fail + 1; /* it paid for its catching up */
+    out->n_drafted = n_draft, out->n_accepted = n_acc;
 out:
-    *text = s->text ? s->text : "";
-    *len = s->text_len;
+    out->n_tokens = s->n_round;
+    out->text = s->text ? s->text : "";
+    out->len = s->text_len;
+    out->reason = reason;
+    out->context_full = full;
+    return MF_OK;
+}
+
+mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reason *reason, bool *context_full) {
+    *text = "", *len = 0, *reason = MF_STOP_NONE, *context_full = false;
+    s->timed = true;
+    const int32_t *toks;
+    int32_t n;
+    const double t0 = mf_time_s();
+    mf_status st = mf_spec_draft(s, &toks, &n);
+    if (st) return st;
+    const double t1 = mf_time_s();
+    if (n > 0) { /* verification: the pending token and the draft in one pass, logits for each */
+        mf_batch b = {.n_tokens = n, .tokens = toks, .seq = s->bseq, .logits = s->bout};
+        if ((st = mf_context_decode(s->ctx, &b))) return st;
+    }
+    const double t2 = mf_time_s();
+    const int32_t k = s->r_k, n_draft = n - 1;
+    mf_spec_round rd;
+    if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(s->ctx) - 1, &rd))) return st;
+    if (n > 0) {
+        s->st.verify_s += t2 - t1;
+        if (n_draft == 0) decay(&s->m_t1, t2 - t1);
+        else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+        if (k > 0 && s->dctx) decay(&s->m_td, (t1 - t0) / (n_draft > 0 ? n_draft : 1)); /* failed attempts too */
+    }
+    *text = rd.text, *len = rd.len, *reason = rd.reason, *context_full = rd.context_full;
     return MF_OK;
 }
