@@ -19,14 +19,16 @@ const S = {
     if (!A.open) A.open = new Set(A.layers.length <= 4 ? A.layers.map((_, L) => L) : []);
     return A.open;
   },
-  // The Graphviz layout of the shown graph with its open layers: cached, else asked of the server
-  // (null meanwhile: the view draws the ranked fallback).
-  layout(vg) {
-    const A = this.graph(), key = [...this.openLayers()].sort((a, b) => a - b).join(',');
-    if (A.layouts[key]) return A.layouts[key];
-    if (this.server && this.info && this.info.layout && !A.pending.has(key) && vg.items.length <= MG.LAYOUT_MAX)
-      fetchLayout(A, key, MG.toDot(vg));
-    return null;
+  // A block's layout (graph.js MG.compose): Graphviz's from the server, kept per block structure
+  // (the layers share one), else dagre's, made here and kept too. While the server's is on its way
+  // the block shows dagre's.
+  blockLayout(bg) {
+    const A = this.graph();
+    if (A.layouts[bg.sig]) return A.layouts[bg.sig];
+    if (this.server && this.info && this.info.layout && !A.pending.has(bg.sig) && !A.failed.has(bg.sig) &&
+        bg.items.length + bg.ports.length <= MG.LAYOUT_MAX)
+      fetchLayout(A, bg.sig, MG.toDot(bg));
+    return A.dagre[bg.sig] || (A.dagre[bg.sig] = MG.dagreLayout(bg));
   },
   // The latest pass of the shown graph's kind (what the node colours and panels show).
   shownPass() {
@@ -62,14 +64,15 @@ function render() {
 // Live events arrive by the hundred: draw at most once per frame.
 function renderSoon() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(() => { renderQueued = false; if (S.view !== 'shapes') render(); }); } }
 
-// layouts: Graphviz layouts that came with the graph (a sample's), by open-layer list ("0,1").
-function setGraph(stage, g, layouts) {
+function setGraph(stage, g) {
   const A = MG.analyze(g), old = S.graphs[stage];
   // the same graph again (each live run sends it): keep its open layers and layouts
   const sig = (X) => JSON.stringify([X.g.kind, X.g.n_nodes, X.g.output, X.dims]);
   const same = old && sig(old) === sig(A);
-  A.layouts = Object.assign(same ? old.layouts : {}, layouts || {});
+  A.layouts = same ? old.layouts : {}; // Graphviz's, by block signature
+  A.dagre = same ? old.dagre : {};     // dagre's, the same
   A.pending = same ? old.pending : new Set();
+  A.failed = same ? old.failed : new Set();
   if (same) A.open = old.open;
   S.graphs[stage] = A;
 }
@@ -78,8 +81,8 @@ async function fetchLayout(A, key, dot) {
   A.pending.add(key);
   try {
     const r = await fetch('api/layout', { method: 'POST', headers: { 'Content-Type': 'text/vnd.graphviz' }, body: dot });
-    if (r.ok) { A.layouts[key] = await r.json(); renderSoon(); } else console.warn('layout:', (await r.json()).error.message);
-  } catch (e) { console.warn('layout', e); }
+    if (r.ok) { A.layouts[key] = await r.json(); renderSoon(); } else { A.failed.add(key); console.warn('layout:', (await r.json()).error.message); }
+  } catch (e) { A.failed.add(key); console.warn('layout', e); }
   A.pending.delete(key);
 }
 
@@ -157,8 +160,8 @@ async function openFiles(files) {
 
 function loadSample(s) {
   S.graphs = {}; S.passes = []; S.generated = []; S.promptTokens = s.tokens || [];
-  setGraph('prefill', s.graph, s.layouts && s.layouts.prefill);
-  if (s.decode_graph) setGraph('decode', s.decode_graph, s.layouts && s.layouts.decode);
+  setGraph('prefill', s.graph);
+  if (s.decode_graph) setGraph('decode', s.decode_graph);
   if (s.trace) loadTrace(s.trace);
   if (s.generated) S.generated = s.generated;
   document.getElementById('model-name').textContent = s.name + ' (sample)';
