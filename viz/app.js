@@ -167,26 +167,45 @@ function loadSample(s) {
   document.getElementById('model-name').textContent = s.name + ' (sample)';
 }
 
-function exportChromeTrace() {
-  // Chrome trace format: one complete event ("ph":"X") per node, passes one after another (us).
-  const A = S.graph(), ev = [];
-  let ts = 0;
-  for (const p of S.passes) {
-    const start = ts;
-    for (const [id, s] of p.nodes) {
-      const n = A && (S.graphs[p.kind] || A).byId.get(id), dur = (s.t || 0) * 1e6;
-      ev.push({ name: n ? n.name : String(id), cat: n ? n.op : 'node', ph: 'X', ts, dur, pid: 1, tid: p.kind === 'decode' ? 2 : 1,
-        args: { id, bytes: s.bytes, macs: s.macs, rms: s.rms, nan: s.nan } });
-      ts += dur;
-    }
-    ev.push({ name: `pass ${p.index} (${p.kind}, ${p.n_tokens} tokens)`, ph: 'X', ts: start, dur: ts - start, pid: 1, tid: 0 });
+// The shown run in the Trace Event Format (what Perfetto and chrome://tracing read): a top-level
+// object with traceEvents; per pass one complete event ("ph": "X", ts and dur in microseconds) on
+// its kind's thread (tid 1 prefill, 2 decode) holding one complete event per node, back to back in
+// execution order (node times from the run; a trace file's nodes have none: dur 0); metadata events
+// ("ph": "M") name the process and the threads. Passes follow one another without gaps.
+function chromeTrace() {
+  const ev = [], us = (x) => Math.round(x * 1e3) / 1e3; // microseconds, to the nanosecond
+  const name = document.getElementById('model-name').textContent || 'minfer';
+  ev.push({ name: 'process_name', ph: 'M', pid: 1, tid: 0, args: { name: `minfer ${name}` } });
+  for (const [tid, label] of [[1, 'prefill passes'], [2, 'decode passes']]) {
+    ev.push({ name: 'thread_name', ph: 'M', pid: 1, tid, args: { name: label } });
+    ev.push({ name: 'thread_sort_index', ph: 'M', pid: 1, tid, args: { sort_index: tid } });
   }
-  const blob = new Blob([JSON.stringify({ traceEvents: ev, displayTimeUnit: 'ms' })], { type: 'application/json' });
+  let t = 0; // the running clock, in microseconds
+  for (const p of S.passes) {
+    const A = S.graphs[p.kind] || S.graph(), tid = p.kind === 'decode' ? 2 : 1, start = t;
+    const nodes = [];
+    for (const [id, s] of p.nodes) {
+      const n = A && A.byId.get(id), t0 = t;
+      t += Math.max(0, (s.t || 0) * 1e6);
+      const args = { id, bytes: s.bytes || 0, macs: s.macs || 0, rms: s.rms === undefined ? null : s.rms, nan: s.nan || 0 };
+      nodes.push({ name: n ? n.name : `node ${id}`, cat: n ? n.op : 'node', ph: 'X', ts: us(t0), dur: us(t) - us(t0), pid: 1, tid, args });
+    }
+    // the pass's own slice spans its nodes, or its measured wall time where longer (sampling, overhead)
+    t = Math.max(t, start + (p.seconds || 0) * 1e6);
+    ev.push({ name: `pass ${p.index} (${p.kind}, ${p.n_tokens} tokens)`, cat: 'pass', ph: 'X', ts: us(start), dur: us(t) - us(start), pid: 1, tid,
+      args: { pass: p.index, kind: p.kind, n_tokens: p.n_tokens, graph_tokens: p.graph_tokens } }, ...nodes);
+  }
+  return { traceEvents: ev, displayTimeUnit: 'ms' };
+}
+
+function exportChromeTrace() {
+  const trace = chromeTrace();
+  const blob = new Blob([JSON.stringify(trace)], { type: 'application/json' });
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
   a.download = 'minfer-run.trace.json';
   a.click();
-  S.lastChromeTrace = ev.length;
+  S.lastChromeTrace = trace.traceEvents.length;
 }
 
 function init() {

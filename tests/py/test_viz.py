@@ -193,10 +193,64 @@ def test_page_views_and_live_run(viz, browser):
     assert strip.endswith(ref[-1]["text"].strip()) or ref[-1]["text"].strip() == ""
     assert "KV cache" in d.find_element(By.ID, "sf-kv").text
     shot(d, "shape-flow")
-    # the Chrome trace export has an event per node event and one per pass
-    d.execute_script("exportChromeTrace()")
-    assert d.execute_script("return S.lastChromeTrace") == sum(p[1] for p in passes) + len(passes)
+    # the Chrome trace export, downloaded as a user gets it: an event per node event, one per pass,
+    # each as the Trace Event Format has it (check_chrome_trace)
+    downloads = os.path.join(SHOTS, "downloads")
+    shutil.rmtree(downloads, ignore_errors=True)
+    os.makedirs(downloads)
+    d.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
+    click(d, "#trace-export")
+    path = os.path.join(downloads, "minfer-run.trace.json")
+    end = time.time() + 30 * SLOW
+    while not os.path.exists(path) and time.time() < end:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    trace = json.load(open(path))
+    xs = check_chrome_trace(trace)
+    assert len(xs) == sum(p[1] for p in passes) + len(passes) == d.execute_script("return S.lastChromeTrace") - 5
+    assert [e["name"] for e in xs if e["cat"] == "pass"] == [f"pass {i} ({k}, {nt} tokens)" for i, (k, nt) in
+                                                             enumerate(d.execute_script("return S.passes.map(p => [p.kind, p.n_tokens])"))]
+    by_name = {n["name"] for n in graph["nodes"]}
+    assert all(e["name"] in by_name for e in xs if e["cat"] != "pass")
     assert errors(d) == []
+
+
+def check_chrome_trace(trace):
+    """Every event of a Chrome trace export as the Trace Event Format (what Perfetto and chrome://tracing
+    read) has it: a top-level object with a traceEvents list (displayTimeUnit "ms" or "ns" if present);
+    complete events ("X") with a name, numeric ts and dur >= 0 in microseconds, integer pid and tid;
+    metadata events ("M") naming the process and every thread used; complete events on one thread
+    nested or disjoint, never overlapping partly. Returns the complete events."""
+    assert isinstance(trace, dict) and isinstance(trace["traceEvents"], list)
+    assert trace.get("displayTimeUnit", "ms") in ("ms", "ns")
+    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+    xs, named, threads = [], set(), set()
+    for e in trace["traceEvents"]:
+        assert isinstance(e["name"], str) and e["name"] and isinstance(e["pid"], int) and isinstance(e["tid"], int), e
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "thread_sort_index", "process_sort_index"), e
+            if e["name"].endswith("_name"):
+                assert isinstance(e["args"]["name"], str) and e["args"]["name"], e
+                named.add((e["name"], e["pid"], e["tid"] if e["name"] == "thread_name" else None))
+            else:
+                assert isinstance(e["args"]["sort_index"], int), e
+        else:
+            assert e["ph"] == "X", e
+            assert num(e["ts"]) and num(e["dur"]) and e["ts"] >= 0 and e["dur"] >= 0, e
+            assert "args" not in e or isinstance(e["args"], dict)
+            assert isinstance(e.get("cat", ""), str)
+            xs.append(e)
+            threads.add((e["pid"], e["tid"]))
+    for pid, tid in threads:
+        assert ("thread_name", pid, tid) in named and ("process_name", pid, None) in named, (pid, tid)
+        # on one thread, slices nest (a pass holds its nodes) or follow one another
+        stack = []
+        for e in sorted((e for e in xs if (e["pid"], e["tid"]) == (pid, tid)), key=lambda e: (e["ts"], -e["dur"])):
+            while stack and e["ts"] >= stack[-1] - 1e-6:
+                stack.pop()
+            assert not stack or e["ts"] + e["dur"] <= stack[-1] + 1e-6, ("partly overlapping slices", e)
+            stack.append(e["ts"] + e["dur"])
+    return xs
 
 
 def test_offline_samples_and_files(browser, tmp_path):
