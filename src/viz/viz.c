@@ -60,35 +60,14 @@ char *viz_export(viz *v, int32_t n_tokens, const char *format, size_t *len) {
     return text;
 }
 
-/* ?stage=prefill|decode&n=N: the token count of the graph (decode: 1). Answers 400 itself. */
-static bool graph_tokens(mf_http_request *r, int32_t *n) {
-    const char *stage = mf_http_request_query(r, "stage"), *ns = mf_http_request_query(r, "n");
-    if (stage && !strcmp(stage, "decode")) {
-        *n = 1;
-        return true;
-    }
-    if (stage && strcmp(stage, "prefill")) {
-        mf_http_respond_error(r, 400, "stage", NULL, "stage '%s': use prefill or decode", stage);
-        return false;
-    }
-    long v = 8;
-    if (ns) {
-        char *end;
-        errno = 0;
-        v = strtol(ns, &end, 10);
-        if (errno || end == ns || *end || v < 2 || v > 512) {
-            mf_http_respond_error(r, 400, "n", NULL, "n '%s': a prefill graph's token count must be in [2, 512]", ns);
-            return false;
-        }
-    }
-    *n = (int32_t)v;
-    return true;
-}
-
 static void h_graph(mf_http_request *r, void *user) {
     viz *v = user;
     int32_t n;
-    if (!graph_tokens(r, &n)) return;
+    viz_refusal why;
+    if (!viz_parse_graph(mf_http_request_query(r, "stage"), mf_http_request_query(r, "n"), &n, &why)) {
+        mf_http_respond_error(r, 400, why.param, NULL, "%s", why.msg);
+        return;
+    }
     size_t len;
     char *text = viz_export(v, n, "json", &len);
     if (!text) {
@@ -158,8 +137,9 @@ static void h_layout(mf_http_request *r, void *user) {
     viz *v = user;
     size_t len;
     const char *dot = mf_http_request_body(r, &len);
-    if (len == 0 || strlen(dot) != len) {
-        mf_http_respond_error(r, 400, NULL, NULL, "layout: the body must be DOT text (%zu bytes, NUL inside or empty)", len);
+    viz_refusal why;
+    if (!viz_check_layout_body(dot, len, &why)) {
+        mf_http_respond_error(r, 400, why.param, NULL, "%s", why.msg);
         return;
     }
 #ifdef MINFER_VIZ_GVC

@@ -328,6 +328,8 @@ def test_api_bad_requests(viz):
         (f"{viz}/api/run?prompt=hi&n=65", None, 400, "[1, 64]"),
         (f"{viz}/api/run?prompt=hi&n=2x", None, 400, "n '2x'"),
         (f"{viz}/api/run?prompt=hi&temp=-1", None, 400, "temp"),
+        (f"{viz}/api/run?prompt=hi&n=%2B3", None, 400, "n '+3'"),
+        (f"{viz}/api/run?prompt=hi&chat=yes", None, 400, "chat 'yes'"),
         (f"{viz}/api/run?prompt={q('x' * 20000)}", None, 400, "at most"),
         (f"{viz}/api/graph?stage=middle", None, 400, "prefill or decode"),
         (f"{viz}/api/graph?stage=prefill&n=1", None, 400, "[2, 512]"),
