@@ -79,8 +79,9 @@ static void h_graph(mf_http_request *r, void *user) {
 }
 
 /* dot's time grows fast with the graph: SmolLM2's 30 layers all open (520 nodes with the inputs'
- * edges into every layer) take minutes, a few open layers a fraction of a second; past this the page
- * uses its own ranked layout. A handler busy in dot also holds up the server's stop. */
+ * edges into every layer) take minutes, a few open layers a fraction of a second. The page sends one
+ * block (the nodes before the layers, a layer, those after) at a time, far below this; past it the page
+ * lays the block out with dagre. A handler busy in dot also holds up the server's stop. */
 #define LAYOUT_MAX_NODES 300
 
 #ifdef MINFER_VIZ_GVC
