@@ -151,7 +151,10 @@ async function openFiles(files) {
     try {
       if (o.format === 'minfer-graph') { S.passes = []; S.generated = []; S.promptTokens = []; }
       loadObject(o, name);
-      if (o.format === 'minfer-graph') document.getElementById('model-name').textContent = `${name} (file)`;
+      if (o.format === 'minfer-graph') {
+        document.getElementById('model-name').textContent = `${name} (file)`;
+        document.getElementById('sample-select').value = ''; // no longer the sample's graph
+      }
       status(`opened ${name}`);
     } catch (e) { status(`${name}: ${e.message}`); }
   }

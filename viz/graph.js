@@ -153,7 +153,6 @@ MG.dagreLayout = (bg) => {
 MG.compose = (A, open, layoutOf) => {
   const GAP = 34, boxes = [], paths = [], engines = new Set(), placed = [];
   let y = 10, width = 0, nEdges = 0;
-  const where = new Map(); // node id -> its box, in the block placed last (what the next connects to)
   for (const blk of A.blocks) {
     const closed = blk.layer >= 0 && !open.has(blk.layer);
     if (closed) {
@@ -170,7 +169,7 @@ MG.compose = (A, open, layoutOf) => {
     width = Math.max(width, lay.width);
   }
   width += 40;
-  let prev = null; // the block placed above: {ids: Map(id -> box)}
+  let prev = null; // the block placed above: Map(node id -> its box)
   for (const P of placed) {
     const x0 = (width - P.w) / 2, mine = new Map();
     const connect = (src, tx, ty) => { // a connector from the block above's node src down to (tx, ty)

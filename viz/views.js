@@ -220,6 +220,9 @@ function renderPipeline(root) {
         style: `width:${(100 * (s.t || 0) / total).toFixed(3)}%;background:${n && n.op === 'matmul' ? '#79c' : n && n.op === 'attention' ? '#c97' : '#9b9'}` }));
     }
     tl.append(bars);
+    const key = el('div', { class: 'key' });
+    for (const [label, c] of [['matmul', '#79c'], ['attention', '#c97'], ['other ops', '#9b9']]) key.append(el('span', { style: `background:${c}` }), label);
+    tl.append(key);
     root.append(tl);
   }
 }

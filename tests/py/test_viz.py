@@ -402,6 +402,8 @@ def test_28_layers(browser, tmp_path):
         assert d.execute_script("return Object.keys(S.graph().layouts).length") <= 4
         assert live_s < 20 * SLOW, live_s
         shot(d, "operators-28-layers")
+        d.execute_script("document.getElementById('view').scrollTop = 6000")  # layers 8 to 10, stacked
+        shot(d, "operators-28-layers-middle")
         assert errors(d) == []
     finally:
         p.terminate()
