@@ -16,20 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const seeds[] = {
-    "/api/run?prompt=The%20capital%20of%20France%20is&n=4",
-    "/api/run?prompt=hi&n=64&temp=0.7&chat=1",
-    "/api/run?prompt=%3C%7Cim_start%7C%3Euser%0Ahi&chat=1&temp=10",
-    "/api/run?prompt=x&n=0&temp=-1&chat=2",
-    "/api/run?prompt=&n=99999999999999999999",
-    "/api/run?n=3&prompt=a+b&prompt=second&temp=1e-3",
-    "/api/graph?stage=prefill&n=512",
-    "/api/graph?stage=decode",
-    "/api/graph?stage=middle&n=1",
-    "/api/graph?n=-5",
-    "/api/run?prompt=%E2%82%AC%F0%9F%98%80%FF&temp=nan",
-};
-
 #ifndef MF_FUZZ_CORPUS_MAIN
 
 #define MAX_TOKENS 64
@@ -97,6 +83,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #else
+
+static const char *const seeds[] = {
+    "/api/run?prompt=The%20capital%20of%20France%20is&n=4",
+    "/api/run?prompt=hi&n=64&temp=0.7&chat=1",
+    "/api/run?prompt=%3C%7Cim_start%7C%3Euser%0Ahi&chat=1&temp=10",
+    "/api/run?prompt=x&n=0&temp=-1&chat=2",
+    "/api/run?prompt=&n=99999999999999999999",
+    "/api/run?n=3&prompt=a+b&prompt=second&temp=1e-3",
+    "/api/graph?stage=prefill&n=512",
+    "/api/graph?stage=decode",
+    "/api/graph?stage=middle&n=1",
+    "/api/graph?n=-5",
+    "/api/run?prompt=%E2%82%AC%F0%9F%98%80%FF&temp=nan",
+};
 
 int main(int argc, char **argv) {
     if (argc < 2) {
