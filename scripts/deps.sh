@@ -13,8 +13,10 @@ apt_pkgs+=(libcurl4-openssl-dev libssl-dev)
 # tmux for the REPL tests that drive a real terminal.
 apt_pkgs+=(libedit-dev libxxhash-dev tmux)
 # `minfer viz`: Graphviz's libgvc lays the graph out; tests/py/test_viz.py drives the page in a
-# headless Chromium through chromedriver (selenium).
-apt_pkgs+=(libgraphviz-dev chromium chromium-driver)
+# headless Chromium through chromedriver (selenium). node-dagre-layout: dagre 0.8.5, the page's own
+# layout engine (offline, and where Graphviz is not at hand), embedded at build time from its installed
+# dist/dagre.min.js with its licence (never copied into the repository).
+apt_pkgs+=(libgraphviz-dev chromium chromium-driver node-dagre-layout)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

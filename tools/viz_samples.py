@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write viz/samples.js, the canned samples of the graph viewer's "Select a sample model" menu: for a
-few fixture models, one live run of `minfer viz` (its graphs, the Graphviz layouts and every node
-event) stored as a "minfer-viz-sample" object, so the page shows real data offline too.
+few fixture models, one live run of `minfer viz` (its graphs and every node event; offline the page
+lays them out with dagre) stored as a "minfer-viz-sample" object, so the page shows real data offline too.
 
     python3 tools/viz_samples.py [--bin build/minfer] [--fixtures ../shared/fixtures]"""
 import argparse
@@ -20,31 +20,6 @@ PROMPT, N = "The capital of France is", 3
 def get(url):
     with urllib.request.urlopen(url, timeout=120) as r:
         return r.read().decode()
-
-
-def layers(g):
-    return sorted({int(m.group(1)) for n in g["nodes"] if (m := re.search(r"-(\d+)(?: \(.*\))?$", n["name"]))})
-
-
-def open_key(g):
-    """The page's layout cache key (app.js S.layout) for the graph with every layer open."""
-    return ",".join(map(str, layers(g)))
-
-
-def layout(url, g):
-    """Graphviz's layout of the whole graph, from the DOT the page would send (graph.js MG.toDot)."""
-    lines = ["digraph minfer {", "  rankdir=TB; nodesep=0.25; ranksep=0.35;", '  node [shape=box, fixedsize=true, label=""];']
-    lines += [f"  n{n['id']} [width={150 / 72:.3f}, height={44 / 72:.3f}];" for n in g["nodes"]]
-    ids, seen = {n["id"] for n in g["nodes"]}, set()
-    for n in g["nodes"]:
-        for s in n["src"]:
-            if s in ids and (s, n["id"]) not in seen and s != n["id"]:
-                seen.add((s, n["id"]))
-                lines.append(f"  n{s} -> n{n['id']};")
-    req = urllib.request.Request(f"{url}/api/layout", data=("\n".join(lines) + "\n}\n").encode(),
-                                 headers={"Content-Type": "text/vnd.graphviz"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
 
 
 def sample(bin_, model, name):
@@ -69,7 +44,6 @@ def sample(bin_, model, name):
                 generated.append({"id": e["id"], "text": e["text"]})
         return {"format": "minfer-viz-sample", "name": name, "prompt": PROMPT, "tokens": tokens, "generated": generated,
                 "graph": graphs["prefill"]["graph"], "decode_graph": graphs["decode"]["graph"],
-                "layouts": {s: {open_key(graphs[s]["graph"]): layout(url, graphs[s]["graph"])} for s in ("prefill", "decode")},
                 "trace": {"format": "minfer-trace", "version": 1, "runs": runs}}
     finally:
         p.terminate()

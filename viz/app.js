@@ -19,14 +19,16 @@ const S = {
     if (!A.open) A.open = new Set(A.layers.length <= 4 ? A.layers.map((_, L) => L) : []);
     return A.open;
   },
-  // The Graphviz layout of the shown graph with its open layers: cached, else asked of the server
-  // (null meanwhile: the view draws the ranked fallback).
-  layout(vg) {
-    const A = this.graph(), key = [...this.openLayers()].sort((a, b) => a - b).join(',');
-    if (A.layouts[key]) return A.layouts[key];
-    if (this.server && this.info && this.info.layout && !A.pending.has(key) && vg.items.length <= MG.LAYOUT_MAX)
-      fetchLayout(A, key, MG.toDot(vg));
-    return null;
+  // A block's layout (graph.js MG.compose): Graphviz's from the server, kept per block structure
+  // (the layers share one), else dagre's, made here and kept too. While the server's is on its way
+  // the block shows dagre's.
+  blockLayout(bg) {
+    const A = this.graph();
+    if (A.layouts[bg.sig]) return A.layouts[bg.sig];
+    if (this.server && this.info && this.info.layout && !A.pending.has(bg.sig) && !A.failed.has(bg.sig) &&
+        bg.items.length + bg.ports.length <= MG.LAYOUT_MAX)
+      fetchLayout(A, bg.sig, MG.toDot(bg));
+    return A.dagre[bg.sig] || (A.dagre[bg.sig] = MG.dagreLayout(bg));
   },
   // The latest pass of the shown graph's kind (what the node colours and panels show).
   shownPass() {
@@ -62,14 +64,15 @@ function render() {
 // Live events arrive by the hundred: draw at most once per frame.
 function renderSoon() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(() => { renderQueued = false; if (S.view !== 'shapes') render(); }); } }
 
-// layouts: Graphviz layouts that came with the graph (a sample's), by open-layer list ("0,1").
-function setGraph(stage, g, layouts) {
+function setGraph(stage, g) {
   const A = MG.analyze(g), old = S.graphs[stage];
   // the same graph again (each live run sends it): keep its open layers and layouts
   const sig = (X) => JSON.stringify([X.g.kind, X.g.n_nodes, X.g.output, X.dims]);
   const same = old && sig(old) === sig(A);
-  A.layouts = Object.assign(same ? old.layouts : {}, layouts || {});
+  A.layouts = same ? old.layouts : {}; // Graphviz's, by block signature
+  A.dagre = same ? old.dagre : {};     // dagre's, the same
   A.pending = same ? old.pending : new Set();
+  A.failed = same ? old.failed : new Set();
   if (same) A.open = old.open;
   S.graphs[stage] = A;
 }
@@ -78,8 +81,8 @@ async function fetchLayout(A, key, dot) {
   A.pending.add(key);
   try {
     const r = await fetch('api/layout', { method: 'POST', headers: { 'Content-Type': 'text/vnd.graphviz' }, body: dot });
-    if (r.ok) { A.layouts[key] = await r.json(); renderSoon(); } else console.warn('layout:', (await r.json()).error.message);
-  } catch (e) { console.warn('layout', e); }
+    if (r.ok) { A.layouts[key] = await r.json(); renderSoon(); } else { A.failed.add(key); console.warn('layout:', (await r.json()).error.message); }
+  } catch (e) { A.failed.add(key); console.warn('layout', e); }
   A.pending.delete(key);
 }
 
@@ -148,7 +151,10 @@ async function openFiles(files) {
     try {
       if (o.format === 'minfer-graph') { S.passes = []; S.generated = []; S.promptTokens = []; }
       loadObject(o, name);
-      if (o.format === 'minfer-graph') document.getElementById('model-name').textContent = `${name} (file)`;
+      if (o.format === 'minfer-graph') {
+        document.getElementById('model-name').textContent = `${name} (file)`;
+        document.getElementById('sample-select').value = ''; // no longer the sample's graph
+      }
       status(`opened ${name}`);
     } catch (e) { status(`${name}: ${e.message}`); }
   }
@@ -157,33 +163,52 @@ async function openFiles(files) {
 
 function loadSample(s) {
   S.graphs = {}; S.passes = []; S.generated = []; S.promptTokens = s.tokens || [];
-  setGraph('prefill', s.graph, s.layouts && s.layouts.prefill);
-  if (s.decode_graph) setGraph('decode', s.decode_graph, s.layouts && s.layouts.decode);
+  setGraph('prefill', s.graph);
+  if (s.decode_graph) setGraph('decode', s.decode_graph);
   if (s.trace) loadTrace(s.trace);
   if (s.generated) S.generated = s.generated;
   document.getElementById('model-name').textContent = s.name + ' (sample)';
 }
 
-function exportChromeTrace() {
-  // Chrome trace format: one complete event ("ph":"X") per node, passes one after another (us).
-  const A = S.graph(), ev = [];
-  let ts = 0;
-  for (const p of S.passes) {
-    const start = ts;
-    for (const [id, s] of p.nodes) {
-      const n = A && (S.graphs[p.kind] || A).byId.get(id), dur = (s.t || 0) * 1e6;
-      ev.push({ name: n ? n.name : String(id), cat: n ? n.op : 'node', ph: 'X', ts, dur, pid: 1, tid: p.kind === 'decode' ? 2 : 1,
-        args: { id, bytes: s.bytes, macs: s.macs, rms: s.rms, nan: s.nan } });
-      ts += dur;
-    }
-    ev.push({ name: `pass ${p.index} (${p.kind}, ${p.n_tokens} tokens)`, ph: 'X', ts: start, dur: ts - start, pid: 1, tid: 0 });
+// The shown run in the Trace Event Format (what Perfetto and chrome://tracing read): a top-level
+// object with traceEvents; per pass one complete event ("ph": "X", ts and dur in microseconds) on
+// its kind's thread (tid 1 prefill, 2 decode) holding one complete event per node, back to back in
+// execution order (node times from the run; a trace file's nodes have none: dur 0); metadata events
+// ("ph": "M") name the process and the threads. Passes follow one another without gaps.
+function chromeTrace() {
+  const ev = [], us = (x) => Math.round(x * 1e3) / 1e3; // microseconds, to the nanosecond
+  const name = document.getElementById('model-name').textContent || 'minfer';
+  ev.push({ name: 'process_name', ph: 'M', pid: 1, tid: 0, args: { name: `minfer ${name}` } });
+  for (const [tid, label] of [[1, 'prefill passes'], [2, 'decode passes']]) {
+    ev.push({ name: 'thread_name', ph: 'M', pid: 1, tid, args: { name: label } });
+    ev.push({ name: 'thread_sort_index', ph: 'M', pid: 1, tid, args: { sort_index: tid } });
   }
-  const blob = new Blob([JSON.stringify({ traceEvents: ev, displayTimeUnit: 'ms' })], { type: 'application/json' });
+  let t = 0; // the running clock, in microseconds
+  for (const p of S.passes) {
+    const A = S.graphs[p.kind] || S.graph(), tid = p.kind === 'decode' ? 2 : 1, start = t;
+    const nodes = [];
+    for (const [id, s] of p.nodes) {
+      const n = A && A.byId.get(id), t0 = t;
+      t += Math.max(0, (s.t || 0) * 1e6);
+      const args = { id, bytes: s.bytes || 0, macs: s.macs || 0, rms: s.rms === undefined ? null : s.rms, nan: s.nan || 0 };
+      nodes.push({ name: n ? n.name : `node ${id}`, cat: n ? n.op : 'node', ph: 'X', ts: us(t0), dur: us(t) - us(t0), pid: 1, tid, args });
+    }
+    // the pass's own slice spans its nodes, or its measured wall time where longer (sampling, overhead)
+    t = Math.max(t, start + (p.seconds || 0) * 1e6);
+    ev.push({ name: `pass ${p.index} (${p.kind}, ${p.n_tokens} tokens)`, cat: 'pass', ph: 'X', ts: us(start), dur: us(t) - us(start), pid: 1, tid,
+      args: { pass: p.index, kind: p.kind, n_tokens: p.n_tokens, graph_tokens: p.graph_tokens } }, ...nodes);
+  }
+  return { traceEvents: ev, displayTimeUnit: 'ms' };
+}
+
+function exportChromeTrace() {
+  const trace = chromeTrace();
+  const blob = new Blob([JSON.stringify(trace)], { type: 'application/json' });
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
   a.download = 'minfer-run.trace.json';
   a.click();
-  S.lastChromeTrace = ev.length;
+  S.lastChromeTrace = trace.traceEvents.length;
 }
 
 function init() {

@@ -158,6 +158,7 @@ function playShapes(mode) {
     const shape = kind === 'decode' && s.stage !== 'sampler' ? s.shape.map((x, j) => (j === s.shape.length - 1 && s.stage !== 'input' ? 1 : s.stage === 'input' ? 1 : x)) : s.shape;
     if (cur && pk) { // the packet sits over the current node (its box relative to the rail's)
       const rail = document.getElementById('rail');
+      pk.style.transitionDuration = `${Math.min(250, 0.8 * S.sfDelay)}ms`; // it arrives before the next step
       pk.style.left = (cur.getBoundingClientRect().left - rail.getBoundingClientRect().left + rail.scrollLeft) + 'px';
       pk.textContent = `[${shape.join(', ')}]`;
     }

@@ -1,5 +1,5 @@
 // views.js: the Operators view (the layered tensor grid: a box per op, an edge per tensor flow, laid
-// out by Graphviz on the server or the ranked fallback offline) and the Pipeline view (stages derived
+// out block by block by Graphviz on the server or dagre in the page) and the Pipeline view (stages derived
 // from the export, the layer loop collapsed as xN, drill-down with Back). Both read S, the one state
 // object (app.js), and render from it.
 'use strict';
@@ -23,62 +23,71 @@ function nodeStats(id) {
 function renderOperators(root) {
   const A = S.graph();
   if (!A) { root.append(el('p', { class: 'hint' }, 'No graph yet: run a prompt, pick a sample or open a graph JSON.')); return; }
-  const open = S.openLayers(), vg = MG.viewGraph(A, open);
-  const lay = S.layout(vg) || MG.fallbackLayout(vg);
-  const svg = el('svg:svg', { id: 'ops-svg', width: lay.width + 40, height: lay.height + 40 });
+  const open = S.openLayers();
+  let lay;
+  try { lay = MG.compose(A, open, (bg) => S.blockLayout(bg)); } catch (e) { root.append(el('p', { class: 'hint bad', id: 'ops-error' }, e.message)); return; }
+  const svg = el('svg:svg', { id: 'ops-svg', width: lay.width, height: lay.height + 10 });
+  const defs = el('svg:defs'), marker = el('svg:marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  marker.append(el('svg:path', { d: 'M0,0 L10,5 L0,10 z', fill: '#999' }));
+  defs.append(marker);
   const gEdges = el('svg:g'), gNodes = el('svg:g');
-  svg.append(gEdges, gNodes);
-  const edges = lay.edges || vg.edges.map(([a, b]) => [a, b, null]);
-  for (const [ka, kb, pts] of edges) {
-    const a = lay.nodes[ka], b = lay.nodes[kb];
-    if (!a || !b) continue;
-    // Graphviz gives a cubic B-spline: p0, then three points per segment
-    const d = pts && pts.length >= 8 ? `M${pts[0]},${pts[1]} C` + pts.slice(2).join(',') : `M${a[0]},${a[1] + a[3] / 2} L${b[0]},${b[1] - b[3] / 2}`;
-    gEdges.append(el('svg:path', { class: 'edge', d }));
-  }
+  svg.append(defs, gEdges, gNodes);
+  for (const p of lay.paths) gEdges.append(el('svg:path', { class: p.cls, d: p.d, 'marker-end': 'url(#arrow)' }));
   let count = 0, closed = 0;
-  for (const it of vg.items) {
-    const box = lay.nodes[it.key];
-    if (!box) continue;
-    const [x, y, w, h] = box;
-    const g = el('svg:g', { transform: `translate(${x - w / 2},${y - h / 2})` });
-    if (it.layer !== undefined) { // a closed layer: click to open (and lay out) it
+  for (const b of lay.boxes) {
+    const g = el('svg:g', { transform: `translate(${b.x},${b.y})` });
+    if (b.port !== undefined) { // a block's outside source: named, joined to it when it is just above
+      g.setAttribute('class', 'port');
+      g.append(el('svg:rect', { width: b.w, height: b.h, rx: 9 }));
+      g.append(el('svg:text', { x: b.w / 2, y: 12, 'text-anchor': 'middle' }, b.port.length > 20 ? b.port.slice(0, 19) + '\u2026' : b.port));
+      gNodes.append(g);
+      continue;
+    }
+    if (b.layer !== undefined) { // a closed layer: click to open (and lay out) it
       g.setAttribute('class', 'op-node layer-box');
-      g.setAttribute('data-layer', it.layer);
-      g.append(el('svg:rect', { width: w, height: h, rx: 6, fill: '#ffe9c7', 'stroke-dasharray': '5 3' }));
-      g.append(el('svg:text', { x: 6, y: 18 }, `layer ${it.layer}: ${it.nodes.length} ops (click to open)`));
-      g.append(el('svg:text', { x: 6, y: 34 }, fmtMs(timeOf(it.nodes))));
-      g.addEventListener('click', () => { open.add(it.layer); render(); });
+      g.setAttribute('data-layer', b.layer);
+      g.append(el('svg:rect', { width: b.w, height: b.h, rx: 6, fill: '#ffe9c7', 'stroke-dasharray': '5 3' }));
+      g.append(el('svg:text', { x: 8, y: 20 }, `layer ${b.layer}: ${b.nodes.length} ops (click to open)`));
+      g.append(el('svg:text', { x: 8, y: 36 }, fmtMs(timeOf(b.nodes))));
+      g.addEventListener('click', () => { open.add(b.layer); render(); });
       gNodes.append(g);
       closed++;
       continue;
     }
-    const n = it.node, st = nodeStats(n.id);
+    const n = b.node, st = nodeStats(n.id), w = b.w, h = b.h;
     const fill = st ? MG.magnitudeColor(st.rms) : n.is_output ? '#ffc680' : MG.BACKEND_COLOR[n.backend] || '#dde';
     g.setAttribute('class', 'op-node' + (S.selected === n.id ? ' selected' : ''));
     g.setAttribute('data-id', n.id);
     g.append(el('svg:rect', { width: w, height: h, rx: 4, fill, 'stroke-dasharray': n.backend === 'CPU' ? '' : '4 2' }));
-    g.append(el('svg:text', { x: 4, y: 12 }, `${n.id} ${n.name}`));
-    g.append(el('svg:text', { x: 4, y: 24 }, `${n.op} ${MG.fmtShape(n.shape)}`));
-    if (st && st.t !== undefined) g.append(el('svg:text', { x: 4, y: 36 }, `${(st.t * 1e6).toFixed(0)} us  rms ${MG.fmt(st.rms, 3)}`));
-    else if (st) g.append(el('svg:text', { x: 4, y: 36 }, `rms ${MG.fmt(st.rms, 3)}`));
-    else if (n.weight) g.append(el('svg:text', { x: 4, y: 36 }, n.weight.type));
+    const fit = (t) => (t.length > 24 ? t.slice(0, 23) + '\u2026' : t); // 10px monospace: 24 characters in 150 points
+    g.append(el('svg:text', { x: 4, y: 12 }, fit(`${n.id} ${n.name}`)));
+    g.append(el('svg:text', { x: 4, y: 24 }, fit(`${n.op} ${MG.fmtShape(n.shape)}`)));
+    if (st && st.t !== undefined) g.append(el('svg:text', { x: 4, y: 36 }, fit(`${(st.t * 1e6).toFixed(0)} us  rms ${MG.fmt(st.rms, 3)}`)));
+    else if (st) g.append(el('svg:text', { x: 4, y: 36 }, fit(`rms ${MG.fmt(st.rms, 3)}`)));
+    else if (n.weight) g.append(el('svg:text', { x: 4, y: 36 }, fit(n.weight.type)));
+    const title = el('svg:title', {}, `${n.id} ${n.name}\n${n.op} ${MG.fmtShape(n.shape)}${n.weight ? '\n' + n.weight.name + ' ' + n.weight.type : ''}`);
+    g.append(title);
     g.addEventListener('click', () => { S.selected = n.id; showNodePanel(n); render(); });
     gNodes.append(g);
     count++;
   }
+  // the engine that laid the open blocks out: graphviz (the server's), dagre (the page's; offline,
+  // without libgvc, past the server's cap, or while the server's layouts are on their way), or both
+  const engines = [...lay.engines], engine = engines.length === 1 ? (engines[0] === 'dagre' ? 'dagre' : 'graphviz') : engines.length ? 'mixed' : 'none';
   svg.setAttribute('data-nodes', count);
   svg.setAttribute('data-closed', closed);
+  svg.setAttribute('data-engine', engine);
+  const label = { graphviz: 'Graphviz dot (server), per block', dagre: 'dagre 0.8.5 (in the page), per block', mixed: 'dagre while Graphviz lays out', none: 'none' }[engine];
   const crumbs = el('div', { class: 'crumbs', id: 'ops-crumbs' },
-    `${count} operators${closed ? `, ${closed} layers collapsed` : ''}, ${edges.length} tensor flows; layout: ${lay.engine} `);
-  for (const [id, label, fn] of [['ops-open-all', 'open all layers', () => A.layers.forEach((_, L) => open.add(L))],
+    `${count} operators${closed ? `, ${closed} layers collapsed` : ''}, ${lay.n_edges} tensor flows; layout: ${label} `);
+  for (const [id, text, fn] of [['ops-open-all', 'open all layers', () => A.layers.forEach((_, L) => open.add(L))],
     ['ops-collapse', 'collapse layers', () => open.clear()]]) {
-    const b = el('button', { id }, label);
-    b.addEventListener('click', () => { fn(); render(); });
-    crumbs.append(b, ' ');
+    const btn = el('button', { id }, text);
+    btn.addEventListener('click', () => { fn(); render(); });
+    crumbs.append(btn, ' ');
   }
   root.append(crumbs, svg);
-  setLegend([['CPU backend', MG.BACKEND_COLOR.CPU], ['logits', '#ffc680'], ['collapsed layer', '#ffe9c7'], ['small |x|', MG.magnitudeColor(1e-3)],
+  setLegend([['CPU backend', MG.BACKEND_COLOR.CPU], ['logits', '#ffc680'], ['collapsed layer', '#ffe9c7'], ['input from outside the block', '#eee'], ['small |x|', MG.magnitudeColor(1e-3)],
     ['rms ~1', MG.magnitudeColor(1)], ['large |x|', MG.magnitudeColor(100)]], 'fill: backend; with a run, magnitude (log rms)');
 }
 
@@ -211,6 +220,9 @@ function renderPipeline(root) {
         style: `width:${(100 * (s.t || 0) / total).toFixed(3)}%;background:${n && n.op === 'matmul' ? '#79c' : n && n.op === 'attention' ? '#c97' : '#9b9'}` }));
     }
     tl.append(bars);
+    const key = el('div', { class: 'key' });
+    for (const [label, c] of [['matmul', '#79c'], ['attention', '#c97'], ['other ops', '#9b9']]) key.append(el('span', { style: `background:${c}` }), label);
+    tl.append(key);
     root.append(tl);
   }
 }

@@ -60,35 +60,14 @@ char *viz_export(viz *v, int32_t n_tokens, const char *format, size_t *len) {
     return text;
 }
 
-/* ?stage=prefill|decode&n=N: the token count of the graph (decode: 1). Answers 400 itself. */
-static bool graph_tokens(mf_http_request *r, int32_t *n) {
-    const char *stage = mf_http_request_query(r, "stage"), *ns = mf_http_request_query(r, "n");
-    if (stage && !strcmp(stage, "decode")) {
-        *n = 1;
-        return true;
-    }
-    if (stage && strcmp(stage, "prefill")) {
-        mf_http_respond_error(r, 400, "stage", NULL, "stage '%s': use prefill or decode", stage);
-        return false;
-    }
-    long v = 8;
-    if (ns) {
-        char *end;
-        errno = 0;
-        v = strtol(ns, &end, 10);
-        if (errno || end == ns || *end || v < 2 || v > 512) {
-            mf_http_respond_error(r, 400, "n", NULL, "n '%s': a prefill graph's token count must be in [2, 512]", ns);
-            return false;
-        }
-    }
-    *n = (int32_t)v;
-    return true;
-}
-
 static void h_graph(mf_http_request *r, void *user) {
     viz *v = user;
     int32_t n;
-    if (!graph_tokens(r, &n)) return;
+    viz_refusal why;
+    if (!viz_parse_graph(mf_http_request_query(r, "stage"), mf_http_request_query(r, "n"), &n, &why)) {
+        mf_http_respond_error(r, 400, why.param, NULL, "%s", why.msg);
+        return;
+    }
     size_t len;
     char *text = viz_export(v, n, "json", &len);
     if (!text) {
@@ -100,8 +79,9 @@ static void h_graph(mf_http_request *r, void *user) {
 }
 
 /* dot's time grows fast with the graph: SmolLM2's 30 layers all open (520 nodes with the inputs'
- * edges into every layer) take minutes, a few open layers a fraction of a second; past this the page
- * uses its own ranked layout. A handler busy in dot also holds up the server's stop. */
+ * edges into every layer) take minutes, a few open layers a fraction of a second. The page sends one
+ * block (the nodes before the layers, a layer, those after) at a time, far below this; past it the page
+ * lays the block out with dagre. A handler busy in dot also holds up the server's stop. */
 #define LAYOUT_MAX_NODES 300
 
 #ifdef MINFER_VIZ_GVC
@@ -158,8 +138,9 @@ static void h_layout(mf_http_request *r, void *user) {
     viz *v = user;
     size_t len;
     const char *dot = mf_http_request_body(r, &len);
-    if (len == 0 || strlen(dot) != len) {
-        mf_http_respond_error(r, 400, NULL, NULL, "layout: the body must be DOT text (%zu bytes, NUL inside or empty)", len);
+    viz_refusal why;
+    if (!viz_check_layout_body(dot, len, &why)) {
+        mf_http_respond_error(r, 400, why.param, NULL, "%s", why.msg);
         return;
     }
 #ifdef MINFER_VIZ_GVC

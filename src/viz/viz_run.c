@@ -133,33 +133,13 @@ static mf_status decode(viz *v, const int32_t *ids, int32_t n) {
     return MF_OK;
 }
 
-static char *render_prompt(viz *v, const char *prompt, bool chat) {
-    if (!chat) return strdup(prompt);
-    mf_chat_template *t;
-    if (mf_chat_template_from_gguf(mf_model_gguf(v->model), NULL, &t)) return NULL;
-    mf_chat_message msg = {.role = "user", .content = prompt};
-    mf_chat_options o = mf_chat_default_options();
-    char *text = NULL;
-    if (mf_chat_render(t, &msg, 1, &o, &text, NULL)) text = NULL;
-    mf_chat_template_free(t);
-    return text;
-}
-
 static void run_job(viz *v, const char *prompt, int32_t n_predict, float temp, bool chat) {
     const double t0 = mf_time_s();
     int32_t *ids = NULL;
     size_t n_ids = 0;
     mf_gen *gen = NULL;
     mf_status st;
-    char *text = render_prompt(v, prompt, chat);
-    if (!text) {
-        st = MF_ERR_FORMAT;
-        goto fail;
-    }
-    st = mf_tokenizer_encode(v->tok, text, strlen(text), MF_TOK_ADD_SPECIAL | (chat ? MF_TOK_PARSE_SPECIAL : 0), &ids,
-                             &n_ids);
-    free(text);
-    if (st) goto fail;
+    if ((st = viz_prompt_tokens(mf_model_gguf(v->model), v->tok, prompt, chat, &ids, &n_ids))) goto fail;
     if (n_ids == 0 || (int64_t)n_ids + n_predict > v->p.n_ctx) {
         st = mf_set_error(MF_ERR_ARG, "a prompt of %zu tokens and %d to generate: need 1 to %d in all", n_ids,
                           (int)n_predict, (int)v->p.n_ctx);
@@ -272,30 +252,15 @@ void viz_run_stop(viz *v) {
     v->thread_started = false;
 }
 
-/* GET /api/run?prompt=TEXT[&n=N][&temp=T][&chat=1]: parse, validate, claim the run thread, stream. */
+/* GET /api/run?prompt=TEXT[&n=N][&temp=T][&chat=0|1]: parse and validate (viz_req.c), claim the run
+ * thread, stream. */
 void viz_h_run(mf_http_request *r, void *user) {
     viz *v = user;
-    const char *prompt = mf_http_request_query(r, "prompt"), *ns = mf_http_request_query(r, "n");
-    const char *ts = mf_http_request_query(r, "temp"), *cs = mf_http_request_query(r, "chat");
-    if (!prompt || !*prompt) {
-        mf_http_respond_error(r, 400, "prompt", NULL, "run: the prompt is missing or empty");
-        return;
-    }
-    if (strlen(prompt) >= VIZ_PROMPT_MAX) {
-        mf_http_respond_error(r, 400, "prompt", NULL, "run: a prompt of %zu bytes: at most %d", strlen(prompt),
-                              VIZ_PROMPT_MAX - 1);
-        return;
-    }
-    long n = 8;
-    double temp = 0.0;
-    char *end;
-    if (ns && (n = strtol(ns, &end, 10), end == ns || *end || n < 1 || n > v->p.max_tokens)) {
-        mf_http_respond_error(r, 400, "n", NULL, "run: n '%s': tokens to generate must be in [1, %d]", ns,
-                              (int)v->p.max_tokens);
-        return;
-    }
-    if (ts && (temp = strtod(ts, &end), end == ts || *end || !(temp >= 0 && temp <= 10))) {
-        mf_http_respond_error(r, 400, "temp", NULL, "run: temp '%s': must be in [0, 10]", ts);
+    viz_run_req q;
+    viz_refusal why;
+    if (!viz_parse_run(mf_http_request_query(r, "prompt"), mf_http_request_query(r, "n"), mf_http_request_query(r, "temp"),
+                       mf_http_request_query(r, "chat"), v->p.max_tokens, &q, &why)) {
+        mf_http_respond_error(r, 400, why.param, NULL, "%s", why.msg);
         return;
     }
     pthread_mutex_lock(&v->lock);
@@ -308,10 +273,10 @@ void viz_h_run(mf_http_request *r, void *user) {
     if (st) {
         v->busy = true;
         v->job_stream = st;
-        snprintf(v->job_prompt, sizeof v->job_prompt, "%s", prompt);
-        v->job_n = (int32_t)n;
-        v->job_temp = (float)temp;
-        v->job_chat = cs && !strcmp(cs, "1");
+        snprintf(v->job_prompt, sizeof v->job_prompt, "%s", q.prompt);
+        v->job_n = q.n;
+        v->job_temp = q.temp;
+        v->job_chat = q.chat;
         pthread_cond_signal(&v->wake);
     }
     pthread_mutex_unlock(&v->lock);

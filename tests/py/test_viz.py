@@ -31,6 +31,11 @@ PROMPT = "The capital of France is"
 os.environ.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan-graphviz.supp"))
 
 
+ENGINE = "document.querySelector('#ops-svg').dataset.engine"
+PAGE = os.path.join(os.path.dirname(os.path.abspath(BIN)), "viz-page", "index.html")  # the build writes it
+DAGRE = "/usr/share/nodejs/dagre/dist/dagre.min.js"
+
+
 def find_chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
@@ -108,21 +113,21 @@ def test_page_views_and_live_run(viz, browser):
     n_layer = get_json(viz + "/api/info")["n_layer"]
     # Operators: one box per exported node, laid out by Graphviz
     wait(d, "document.querySelector('#ops-svg') && document.querySelector('#ops-svg').dataset.nodes")
-    wait(d, "document.querySelector('#ops-crumbs') && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    wait(d, ENGINE + " == 'graphviz'")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == len(graph["nodes"])
     assert len(d.find_elements(By.CSS_SELECTOR, ".op-node")) == len(graph["nodes"])
     # layers collapse to one box each and open one at a time, each laid out by Graphviz when asked for
     layer_of = lambda n: int(m.group(1)) if (m := re.search(r"-(\d+)(?: \(.*\))?$", n["name"])) else -1
     outside = sum(layer_of(n) < 0 for n in graph["nodes"])
     click(d, "#ops-collapse")
-    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer}' && " + ENGINE + " == 'graphviz'")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == outside
     shot(d, "operators-collapsed")
     click(d, '[data-layer="1"]')
-    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer - 1}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    wait(d, f"document.querySelector('#ops-svg').dataset.closed == '{n_layer - 1}' && " + ENGINE + " == 'graphviz'")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == outside + sum(layer_of(n) == 1 for n in graph["nodes"])
     click(d, "#ops-open-all")
-    wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}' && /graphviz/.test(document.querySelector('#ops-crumbs').textContent)")
+    wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}' && " + ENGINE + " == 'graphviz'")
     d.find_elements(By.CSS_SELECTOR, ".op-node")[7].click()
     assert graph["nodes"][7]["name"] in d.find_element(By.ID, "panel").text
     shot(d, "operators")
@@ -188,10 +193,64 @@ def test_page_views_and_live_run(viz, browser):
     assert strip.endswith(ref[-1]["text"].strip()) or ref[-1]["text"].strip() == ""
     assert "KV cache" in d.find_element(By.ID, "sf-kv").text
     shot(d, "shape-flow")
-    # the Chrome trace export has an event per node event and one per pass
-    d.execute_script("exportChromeTrace()")
-    assert d.execute_script("return S.lastChromeTrace") == sum(p[1] for p in passes) + len(passes)
+    # the Chrome trace export, downloaded as a user gets it: an event per node event, one per pass,
+    # each as the Trace Event Format has it (check_chrome_trace)
+    downloads = os.path.join(SHOTS, "downloads")
+    shutil.rmtree(downloads, ignore_errors=True)
+    os.makedirs(downloads)
+    d.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
+    click(d, "#trace-export")
+    path = os.path.join(downloads, "minfer-run.trace.json")
+    end = time.time() + 30 * SLOW
+    while not os.path.exists(path) and time.time() < end:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    trace = json.load(open(path))
+    xs = check_chrome_trace(trace)
+    assert len(xs) == sum(p[1] for p in passes) + len(passes) == d.execute_script("return S.lastChromeTrace") - 5
+    assert [e["name"] for e in xs if e["cat"] == "pass"] == [f"pass {i} ({k}, {nt} tokens)" for i, (k, nt) in
+                                                             enumerate(d.execute_script("return S.passes.map(p => [p.kind, p.n_tokens])"))]
+    by_name = {n["name"] for n in graph["nodes"]}
+    assert all(e["name"] in by_name for e in xs if e["cat"] != "pass")
     assert errors(d) == []
+
+
+def check_chrome_trace(trace):
+    """Every event of a Chrome trace export as the Trace Event Format (what Perfetto and chrome://tracing
+    read) has it: a top-level object with a traceEvents list (displayTimeUnit "ms" or "ns" if present);
+    complete events ("X") with a name, numeric ts and dur >= 0 in microseconds, integer pid and tid;
+    metadata events ("M") naming the process and every thread used; complete events on one thread
+    nested or disjoint, never overlapping partly. Returns the complete events."""
+    assert isinstance(trace, dict) and isinstance(trace["traceEvents"], list)
+    assert trace.get("displayTimeUnit", "ms") in ("ms", "ns")
+    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+    xs, named, threads = [], set(), set()
+    for e in trace["traceEvents"]:
+        assert isinstance(e["name"], str) and e["name"] and isinstance(e["pid"], int) and isinstance(e["tid"], int), e
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "thread_sort_index", "process_sort_index"), e
+            if e["name"].endswith("_name"):
+                assert isinstance(e["args"]["name"], str) and e["args"]["name"], e
+                named.add((e["name"], e["pid"], e["tid"] if e["name"] == "thread_name" else None))
+            else:
+                assert isinstance(e["args"]["sort_index"], int), e
+        else:
+            assert e["ph"] == "X", e
+            assert num(e["ts"]) and num(e["dur"]) and e["ts"] >= 0 and e["dur"] >= 0, e
+            assert "args" not in e or isinstance(e["args"], dict)
+            assert isinstance(e.get("cat", ""), str)
+            xs.append(e)
+            threads.add((e["pid"], e["tid"]))
+    for pid, tid in threads:
+        assert ("thread_name", pid, tid) in named and ("process_name", pid, None) in named, (pid, tid)
+        # on one thread, slices nest (a pass holds its nodes) or follow one another
+        stack = []
+        for e in sorted((e for e in xs if (e["pid"], e["tid"]) == (pid, tid)), key=lambda e: (e["ts"], -e["dur"])):
+            while stack and e["ts"] >= stack[-1] - 1e-6:
+                stack.pop()
+            assert not stack or e["ts"] + e["dur"] <= stack[-1] + 1e-6, ("partly overlapping slices", e)
+            stack.append(e["ts"] + e["dur"])
+    return xs
 
 
 def test_offline_samples_and_files(browser, tmp_path):
@@ -205,14 +264,15 @@ def test_offline_samples_and_files(browser, tmp_path):
                                 "--dump-graph-stage", stage], capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
             files.append(str(out))
-    d.get("file://" + os.path.abspath(os.path.join(SRC, "viz/index.html")))
+    d.get("file://" + PAGE)
     assert d.find_element(By.ID, "run-btn").get_attribute("disabled")
     options = d.find_elements(By.CSS_SELECTOR, "#sample-select option")
     assert len(options) >= 2
     d.execute_script("const s = document.getElementById('sample-select'); s.value = '0'; s.dispatchEvent(new Event('change'))")
     samples = d.execute_script("return window.MINFER_SAMPLES.map(s => s.graph.nodes.length)")
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == samples[0]
-    assert "graphviz" in d.find_element(By.ID, "ops-crumbs").text
+    assert d.execute_script("return " + ENGINE) == "dagre"  # offline: the page's own layout library
+    assert all(r.startswith("file://") for r in d.execute_script("return performance.getEntriesByType('resource').map(e => e.name)"))
     assert d.execute_script("return S.passes.length") >= 2
     shot(d, "offline-sample")
     for path in files:
@@ -268,6 +328,8 @@ def test_api_bad_requests(viz):
         (f"{viz}/api/run?prompt=hi&n=65", None, 400, "[1, 64]"),
         (f"{viz}/api/run?prompt=hi&n=2x", None, 400, "n '2x'"),
         (f"{viz}/api/run?prompt=hi&temp=-1", None, 400, "temp"),
+        (f"{viz}/api/run?prompt=hi&n=%2B3", None, 400, "n '+3'"),
+        (f"{viz}/api/run?prompt=hi&chat=yes", None, 400, "chat 'yes'"),
         (f"{viz}/api/run?prompt={q('x' * 20000)}", None, 400, "at most"),
         (f"{viz}/api/graph?stage=middle", None, 400, "prefill or decode"),
         (f"{viz}/api/graph?stage=prefill&n=1", None, 400, "[2, 512]"),
@@ -302,3 +364,61 @@ def test_stop_during_run():
         r.readline()
         p.terminate()
         assert p.wait(timeout=20 * SLOW) == 0, p.stderr.read()
+
+
+def test_assets_dagre_and_licences(viz):
+    """dagre is served as the page's own asset, byte for byte the installed bundle, with its licences."""
+    with urllib.request.urlopen(viz + "/dagre.min.js", timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("text/javascript") and r.read() == open(DAGRE, "rb").read()
+    with urllib.request.urlopen(viz + "/licenses.txt", timeout=30) as r:
+        text = r.read().decode()
+    assert "dagre" in text and "Chris Pettitt" in text and "Permission is hereby granted" in text
+    assert 'href="licenses.txt"' in urllib.request.urlopen(viz + "/", timeout=30).read().decode()
+    assert open(os.path.join(os.path.dirname(PAGE), "licenses.txt")).read() == text
+
+
+def test_28_layers(browser, tmp_path):
+    """A 28-layer model (a small synthetic one of that depth): layers start collapsed, "open all layers"
+    lays every layer out with Graphviz from one layout per distinct block structure (no fallback),
+    live and offline (dagre) alike, in a few seconds."""
+    model = tmp_path / "deep.gguf"
+    subprocess.run(["python3", os.path.join(SRC, "tools/mkmodel.py"), "--arch", "qwen2", "--n-layer", "28", "--n-embd", "64",
+                    "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--n-vocab", "512", "--ctx", "512", "--ftype", "f16",
+                    str(model)], check=True, capture_output=True)
+    p = subprocess.Popen([BIN, "viz", str(model), "--port", "0", "-t", "1", "--no-probe"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"listening on (http://\S+)", p.stdout.readline()).group(1)
+        graph = get_json(url + "/api/graph?stage=prefill&n=8")
+        d = browser
+        d.get(url + "/")
+        wait(d, f"document.querySelector('#ops-svg') && document.querySelector('#ops-svg').dataset.closed == '28' && {ENGINE} == 'graphviz'")
+        t0 = time.time()
+        click(d, "#ops-open-all")
+        wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}' && {ENGINE} == 'graphviz'")
+        live_s = time.time() - t0
+        assert d.execute_script("return document.querySelector('#ops-svg').dataset.closed") == "0"
+        # head, tail, the layers' one structure and the last layer's (it keeps the output rows only)
+        assert d.execute_script("return Object.keys(S.graph().layouts).length") <= 4
+        assert live_s < 20 * SLOW, live_s
+        shot(d, "operators-28-layers")
+        d.execute_script("document.getElementById('view').scrollTop = 6000")  # layers 8 to 10, stacked
+        shot(d, "operators-28-layers-middle")
+        assert errors(d) == []
+    finally:
+        p.terminate()
+        p.wait(timeout=30 * SLOW)
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(graph))
+    d.get("file://" + PAGE)
+    d.find_element(By.ID, "file-input").send_keys(str(path))
+    wait(d, "/deep.json/.test(document.getElementById('run-status').textContent)")
+    assert d.execute_script("return document.querySelector('#ops-svg').dataset.closed") == "28"
+    t0 = time.time()
+    click(d, "#ops-open-all")
+    wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}'")
+    offline_s = time.time() - t0
+    assert d.execute_script("return " + ENGINE) == "dagre" and offline_s < 20 * SLOW, offline_s
+    print(f"28 layers, {len(graph['nodes'])} nodes: open all in {live_s:.2f} s (Graphviz), {offline_s:.2f} s offline (dagre)")
+    shot(d, "offline-28-layers")
+    assert errors(d) == []
