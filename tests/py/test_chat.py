@@ -120,7 +120,13 @@ def test_repl_on_smollm2(smol, env, tmp_path):
     sess = tmp_path / "repl.session"
     c = spawn([smol, "--temp", "0", "-c", "1024", "-n", "400", "--color", "off"], env)
     out = say(c, "What is the capital of France?")
-    assert "Paris" in out
+    # The answer of a 135M model at Q4_1 depends on the CPU's float order (on AVX2 it does not name
+    # Paris, as llama.cpp's there does not): the REPL's reply starts as `minfer run`'s does.
+    ran = subprocess.run([BIN, "run", smol, "What is the capital of France?", "--temp", "0", "-c", "1024", "-n", "400"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    head = ran.stdout.strip().splitlines()[0][:24]
+    assert head and head in out, (head, out)
     # Ctrl-C mid-reply: the reply stops, is kept and marked; the REPL goes on
     c.sendline("Write a long story about a dragon and a knight.")
     c.expect_exact("knight.\r\n")  # the echo of the line
