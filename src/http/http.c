@@ -444,7 +444,10 @@ mf_status mf_http_server_start(mf_http_server *s) {
     if (!s) return mf_fail(MF_ERR_ARG, "http: no server");
     if (s->daemon || s->running) return mf_fail(MF_ERR_ARG, "http: server already started");
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
+    /* poll, not epoll: with epoll, MHD takes the listening socket out of its epoll set while the
+     * connection limit is reached, and MHD_quiesce_daemon (mf_http_server_stop) then aborts the
+     * process ("Failed to remove listen FD from epoll set", libmicrohttpd 0.9.75). */
+    flags |= MHD_USE_POLL;
     if (s->v6) flags |= s->dual_stack ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     struct MHD_OptionItem opts[8];
     size_t n = 0;
