@@ -36,7 +36,8 @@ static inline __m256i mf_avx2_pairs16(const int16_t lo[8], const int16_t hi[8]) 
     return _mm256_loadu_si256((const __m256i *)v);
 }
 
-typedef int32_t __attribute__((may_alias)) mf_avx2_i32_alias;
+/* aligned(1): the four bytes may sit anywhere (Q8_0 quants start 2 bytes into a 34-byte block) */
+typedef int32_t __attribute__((may_alias, aligned(1))) mf_avx2_i32_alias;
 
 /* The four bytes at p broadcast to every lane. */
 static inline __m256i mf_avx2_bcast4(const void *p) { return _mm256_set1_epi32(*(const mf_avx2_i32_alias *)p); }

@@ -79,7 +79,7 @@ static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, i
     }
 }
 
-typedef int32_t __attribute__((may_alias)) i32_alias;
+typedef int32_t __attribute__((may_alias, aligned(1))) i32_alias;
 
 /* 8 rows x T tokens (tokens t of the chunk, q/corr/da at their first block) over cn blocks,
  * continuing the chains left in y unless first. Each token's chain and block sum is a variable of

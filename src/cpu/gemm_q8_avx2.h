@@ -103,7 +103,8 @@ static inline __attribute__((always_inline)) void q8a_pack(bool um, const mf_wei
     }
 }
 
-typedef int32_t __attribute__((may_alias)) q8a_i32_alias;
+/* aligned(1): Q8_0 quants start 2 bytes into a 34-byte block */
+typedef int32_t __attribute__((may_alias, aligned(1))) q8a_i32_alias;
 
 /* One token (its activation blocks at a, bb bytes each; their scales da and, unsigned, sums sa)
  * against blocks [i0, i1) of the panel: the eight accumulators (and the minimums' chain) start at

@@ -153,7 +153,7 @@ static void q8g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t 
     }
 }
 
-typedef int32_t __attribute__((may_alias)) q8g_i32_alias;
+typedef int32_t __attribute__((may_alias, aligned(1))) q8g_i32_alias;
 
 /* c + the 16 lanes' a . w, all operands in registers (left to themselves, compilers reload the
  * weights and start values from memory for every token: two more 64-byte loads per product). */

@@ -148,7 +148,7 @@ static void q1g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t 
     }
 }
 
-typedef int32_t __attribute__((may_alias)) q1g_i32_alias;
+typedef int32_t __attribute__((may_alias, aligned(1))) q1g_i32_alias;
 
 /* The 16 lanes' w . a from zero, a = the activation dword at p broadcast by the instruction itself
  * (left to themselves, compilers broadcast into a register first and copy a zero register). */
