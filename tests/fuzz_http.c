@@ -139,13 +139,28 @@ static char answer[4096];
 static size_t exchange(const uint8_t *data, size_t size, int wait_ms, int *status) {
     *status = 0;
     answer[0] = '\0';
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    MF_ASSERT(fd >= 0);
+    /* The timeouts are set after connecting: SO_SNDTIMEO bounds connect() too, and a SYN that
+     * found the listen queue full is retried by the kernel only after a second, so a short
+     * timeout made a busy moment look like a refused connection. Ephemeral ports held in
+     * TIME_WAIT by thousands of runs a second are waited for as well; a server that stops
+     * accepting still shows as a hang (libFuzzer's -timeout). */
+    int fd = -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int tries = 0;; tries++) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        MF_ASSERT(fd >= 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
+        int e = errno;
+        close(fd);
+        if ((e != EADDRNOTAVAIL && e != EAGAIN && e != EINTR) || tries >= 2000) {
+            fprintf(stderr, "fuzz_http: connect to port %u: %s\n", (unsigned)port, strerror(e));
+            MF_ASSERT(!"connect");
+        }
+        usleep(5000);
+    }
     struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    MF_ASSERT(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
     for (size_t off = 0; off < size;) {
         ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
         if (w <= 0) break; /* the server may close early (an answer given before the body) */
