@@ -2,8 +2,9 @@
  * repacked Q4_0 order, the AVX-512 ones of the other types) give bit for bit the one-row ordered
  * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
  * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
- * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; and the
- * matmul that uses them (one token, and several) equals one ordered dot per output. */
+ * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the AVX2
+ * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0) for 1..4 activation rows likewise; and the
+ * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -130,6 +131,25 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
     fill_weights(t, n, NR, ws, w, mode);
     fill_act(t, n, a, mode);
     const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, variant);
+    if (d.dot && d.dot8n) {
+        /* dot8n: the same rows against 1..4 activation rows, each its own data, outputs os apart */
+        enum { NT = 4 };
+        const size_t as = mf_row_size(tr->vec_dot_type, n) + pad, os = NR + 3;
+        uint8_t *acts = malloc(as * NT);
+        for (int k = 0; k < NT; k++) fill_act(t, n, acts + (size_t)k * as, mode);
+        for (int nt = 1; nt <= NT; nt++) {
+            float got[NT * (NR + 3)];
+            d.dot8n(n, w, ws, acts, as, nt, got, os);
+            for (int k = 0; k < nt; k++)
+                for (int r = 0; r < NR; r++) {
+                    const float one = d.dot(n, w + r * ws, acts + (size_t)k * as);
+                    CHECKF(memcmp(&one, &got[k * os + r], sizeof(float)) == 0,
+                           "%s variant %d n=%lld mode %d pad %zu nt %d token %d row %d: %.9g vs one-row %.9g",
+                           tr->name, variant, (long long)n, mode, pad, nt, k, r, got[k * os + r], one);
+                }
+        }
+        free(acts);
+    }
     if (d.dot && d.dot8) {
         float eight[NR];
         d.dot8(n, w, ws, a, eight);
@@ -205,7 +225,9 @@ int main(void) {
         const int v = cases[c].variant;
         const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, v);
         if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
-        if (!d.dot8) continue;
+        if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q8_0 || t == MF_TYPE_Q5_0)
+            CHECKF(d.dot8n, "%s variant %d: no eight-row several-token dot", mf_type_get_traits(t)->name, v);
+        if (!d.dot8 && !d.dot8n) continue;
         const int64_t bk = mf_type_get_traits(t)->blck_size;
         /* block counts: 1..9, odd and even, and the model shapes' 896, 3584, 4864, 18944 values */
         int64_t nbs[16];
@@ -221,6 +243,7 @@ int main(void) {
             }
         const int64_t n = bk == 32 ? 896 : 512;
         check_matmul(t, n, v == MF_ORDER_PLAIN ? 44 : 40, 1);
+        for (int64_t nt = 2; nt <= 5; nt++) check_matmul(t, n, v == MF_ORDER_PLAIN ? 44 : 40, nt); /* dot8n */
         check_matmul(t, n, 40, 7);
     }
 #endif

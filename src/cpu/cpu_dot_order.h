@@ -12,10 +12,17 @@
 typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const void *a, float *out);
 /* dot8: eight weight rows against one activation row, the same per-output float steps as dot (the
  * rows are interleaved in registers for instruction-level parallelism); NULL where there is none. */
+/* dot8n: eight weight rows against nt (1..4) activation rows (a + t * as; out + t * os), each output
+ * with dot's float steps; the weight blocks are loaded and unpacked once for all nt tokens (a small
+ * batch: server slots decoding together, a speculative draft verified). */
+typedef void (*mf_cpu_dot8n_fn)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
+                                size_t os);
 typedef struct mf_cpu_ordered_dots {
     mf_vec_dot_fn dot;
     mf_cpu_dot4_fn dot4;
     mf_cpu_dot4_fn dot8;
+    mf_cpu_dot8n_fn dot8n; /* NULL where there is none */
+    int dot8n_tokens;      /* batches of up to this many tokens take dot8n rather than a GEMM (measured) */
 } mf_cpu_ordered_dots;
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
@@ -26,7 +33,7 @@ typedef struct mf_cpu_ordered_dots {
  * batch invariance), so its prefills match llama.cpp's but for the remainder rows. */
 enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 
-/* The ordered dots for this weight under cfg, or {NULL, NULL, NULL} where there are none (no such
+/* The ordered dots for this weight under cfg, or all NULL where there are none (no such
  * kernel, not x86, or cfg is not ordered: the scalar level or MF_ORDER_FAST). llama.cpp repacks every Q4_0 and Q4_K
  * matmul weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy). One order
  * per weight: every token, alone or in a batch of any size, gets the same float steps. */
@@ -45,6 +52,9 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int v
 /* Eight-row dots with AVX-512 VNNI, bit-identical to the AVX2 one-row dots of the same variant;
  * NULL where there is none. */
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
+/* Several-token eight-row dots with AVX-512 VNNI (Q4_0 repacked, Q8_0, Q5_0), bit-identical to the
+ * AVX2 one-row dots of the same variant; NULL for other types. */
+mf_cpu_dot8n_fn mf_cpu_ordered_dot8n_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);

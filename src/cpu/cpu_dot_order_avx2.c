@@ -354,6 +354,57 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     _mm256_storeu_ps(out, acc);
 }
 
+/* dot_q4_0_rp_x8 for nt (1..4) activation rows: the eight rows' nibbles and scales are loaded and
+ * unpacked once per block, then every token takes dot_q4_0_rp_x8's integer and float steps. */
+static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int64_t n, const uint8_t *wb, size_t ws,
+                                                                const uint8_t *a, size_t as, float *out, size_t os) {
+    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    __m256 acc[4];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        {
+            const char *p = (const char *)wb + 8 * ws + (size_t)i * 8 * sizeof(mf_block_q4_0);
+            _mm_prefetch(p, _MM_HINT_T0);
+            _mm_prefetch(p + 64, _MM_HINT_T0);
+            _mm_prefetch(p + 128, _MM_HINT_T0);
+        }
+        const mf_block_q4_0 *x[8];
+        __m256i q[8];
+        for (int r = 0; r < 8; r++) {
+            x[r] = (const mf_block_q4_0 *)(wb + (size_t)r * ws) + i;
+            q[r] = nib32(x[r]->qs);
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x(halves4(x[4], x[5], x[6], x[7]), halves4(x[0], x[1], x[2], x[3])));
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const __m256i av = load32(ab->qs);
+            __m256i l[8];
+            for (int r = 0; r < 8; r++) l[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), ones16);
+            const __m256i h0 = sum4_rows(l[0], l[1], l[2], l[3]), h1 = sum4_rows(l[4], l[5], l[6], l[7]);
+            __m256i sum =
+                _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
+            s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
+            s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
+            s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+            sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(s, 3));
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d)));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+static void dot_q4_0_rp_x8n(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
+                            size_t os) {
+    switch (nt) { /* a constant token count per body: the loops over tokens unroll */
+    case 1: q4_0_rp_x8_n(1, n, w, ws, a, as, out, os); break;
+    case 2: q4_0_rp_x8_n(2, n, w, ws, a, as, out, os); break;
+    case 3: q4_0_rp_x8_n(3, n, w, ws, a, as, out, os); break;
+    default: q4_0_rp_x8_n(4, n, w, ws, a, as, out, os); break;
+    }
+}
+
 /* Per pair c of sub-blocks: isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: sub-block j's
  * nibbles times its activations) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its
  * activation sum), exact, then s = fma(isum_c, d, s), sm = fma(msum_c, dm, sm) for c = 0..3 (the
@@ -432,6 +483,57 @@ static inline __attribute__((always_inline)) void dot8_signed32(bool q5, int64_t
     for (int r = 0; r < 8; r++) out[r] = hsum8(acc[r]);
 }
 
+/* dot8_signed32 for nt (1..4) activation rows: each row's signed weight bytes and |w| are formed
+ * once per block, the eight scale products per token; every (row, token) keeps st_q8_0's /
+ * st_q5_0's steps in its own accumulator (rows in an outer loop, so 8 rows x 4 tokens of
+ * accumulators never have to be live at once: per block, the tokens' partial steps go through a
+ * small array in cache). */
+static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const int nt, int64_t n, const uint8_t *w,
+                                                                  size_t ws, const uint8_t *a, size_t as, float *out,
+                                                                  size_t os) {
+    const size_t bs = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
+    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const int lines = (int)((8 * bs + 63) / 64);
+    __m256 acc[4][8];
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < 8; r++) acc[t][r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
+        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        const __m256 dw = scales8_avx2(w, ws, (size_t)i * bs);
+        float d[4][8];
+        __m256i av[4];
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            av[t] = load32(ab->qs);
+            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d))));
+        }
+        for (int r = 0; r < 8; r++) {
+            const __m256i x = signed_w(q5, w + (size_t)r * ws + (size_t)i * bs);
+            const __m256i ax = _mm256_sign_epi8(x, x);
+            for (int t = 0; t < nt; t++) {
+                const __m256i l = lanes_us(ax, _mm256_sign_epi8(av[t], x));
+                acc[t][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][r]), _mm256_cvtepi32_ps(l), acc[t][r]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]);
+}
+
+#define DOT8N(name, q5)                                                                                                \
+    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out, size_t os) {  \
+        switch (nt) {                                                                                                  \
+        case 1: dot8n_signed32(q5, 1, n, w, ws, a, as, out, os); break;                                                \
+        case 2: dot8n_signed32(q5, 2, n, w, ws, a, as, out, os); break;                                                \
+        case 3: dot8n_signed32(q5, 3, n, w, ws, a, as, out, os); break;                                                \
+        default: dot8n_signed32(q5, 4, n, w, ws, a, as, out, os); break;                                               \
+        }                                                                                                              \
+    }
+DOT8N(dot_q8_0_x8n, false)
+DOT8N(dot_q5_0_x8n, true)
+#undef DOT8N
+
 static void dot_q8_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
     dot8_signed32(false, n, w, ws, a, out);
 }
@@ -440,21 +542,22 @@ static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, floa
 }
 
 #define ORD_PAIR(fn)                                                                                                   \
-    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL }
+    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0 }
 
 static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
-    const mf_cpu_ordered_dots none = {NULL, NULL, NULL};
+    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0};
     if (variant == MF_ORDER_REPACKED) {
-        if (t == MF_TYPE_Q4_0) return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8};
+        if (t == MF_TYPE_Q4_0)
+            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4};
         if (t == MF_TYPE_Q4_K) return ORD_PAIR(dot_q4_K_rp);
         return none;
     }
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
     case MF_TYPE_Q4_1: return ORD_PAIR(dot_q4_1);
-    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8};
+    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4};
     case MF_TYPE_Q5_1: return ORD_PAIR(dot_q5_1);
-    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8};
+    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);

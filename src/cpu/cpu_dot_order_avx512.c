@@ -304,6 +304,114 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
     _mm256_storeu_ps(out, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc));
 }
 
+/* ---- eight weight rows against 1..4 activation rows (dot8n): a small batch ----
+ * dot8_plain32 and dot8_q4_0_rp with the weight side (the rows' unsigned codes or nibbles and
+ * their scales) formed once per block for every token; each (row, token) output keeps its one-row
+ * float steps. Four tokens' accumulators fit in the 32 registers. */
+static inline __attribute__((always_inline)) void dot8n_plain32(int kind, const int nt, int64_t n, const uint8_t *w,
+                                                                 size_t ws, const uint8_t *a, size_t as, float *out,
+                                                                 size_t os) {
+    const size_t bs = kind == K_Q8_0 ? sizeof(mf_block_q8_0) : sizeof(mf_block_q5_0);
+    const int lines = (int)((8 * bs + 63) / 64);
+    const __m512i bias = _mm512_set1_epi8(kind == K_Q8_0 ? (char)0x80 : 16);
+    __m512 acc[4][4];
+    for (int t = 0; t < nt; t++)
+        for (int p = 0; p < 4; p++) acc[t][p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        PREFETCH_NEXT8(w, ws, bs, i, lines);
+        __m512i u[4];
+        __m512 dw[4];
+        const __m256 d8 = scales8(w, ws, (size_t)i * bs);
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *x0 = w + (size_t)(2 * p) * ws + (size_t)i * bs;
+            u[p] = rows_u(kind, x0, x0 + ws);
+            dw[p] = spread2(d8, p);
+        }
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab->qs));
+            const __m512i zero = _mm512_setzero_si512();
+            const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, av));
+            uint16_t da;
+            memcpy(&da, &ab->d, 2);
+            const __m512 dav = _mm512_set1_ps(_cvtsh_ss(da));
+            for (int p = 0; p < 4; p++) {
+                /* spread2(d_w * d_a, p) = spread2(d_w, p) * d_a, lane for lane */
+                const __m512i sm = _mm512_dpbusd_epi32(neg, u[p], av);
+                acc[t][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dav), _mm512_cvtepi32_ps(sm), acc[t][p]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) store_pairs(acc[t], out + (size_t)t * os);
+}
+
+static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const int nt, int64_t n, const uint8_t *wb, size_t ws,
+                                                                   const uint8_t *a, size_t as, float *out, size_t os) {
+    const size_t bs = sizeof(mf_block_q4_0);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    __m256 acc[4];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        PREFETCH_NEXT8(wb, ws, bs, i, 3);
+        const size_t bi = (size_t)i * bs;
+        const __m512i x0 = rows4_qs(wb, ws, bi + 2), x1 = rows4_qs(wb + 4 * ws, ws, bi + 2);
+        const __m512i l0 = _mm512_and_si512(x0, m4), l1 = _mm512_and_si512(x1, m4);
+        const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4);
+        const __m512i h1 = _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4);
+        uint64_t lo = 0, hi = 0;
+        for (int r = 0; r < 4; r++) {
+            uint16_t e0, e1;
+            memcpy(&e0, wb + (size_t)r * ws + bi, 2), memcpy(&e1, wb + (size_t)(r + 4) * ws + bi, 2);
+            if (r < 2)
+                lo |= ((uint64_t)e0 | (uint64_t)e1 << 16) << 32 * r;
+            else
+                hi |= ((uint64_t)e0 | (uint64_t)e1 << 16) << 32 * (r - 2);
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            const __m512i zero = _mm512_setzero_si512();
+            const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi));
+            __m512i z0 = _mm512_dpbusd_epi32(neg, l0, alo), z1 = _mm512_dpbusd_epi32(neg, l1, alo);
+            z0 = _mm512_dpbusd_epi32(z0, h0, ahi);
+            z1 = _mm512_dpbusd_epi32(z1, h1, ahi);
+            __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+            v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+            const __m256i sum = _mm512_castsi512_si256(
+                _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 12, 9, 8, 5, 4, 1, 0), v));
+            uint16_t da;
+            memcpy(&da, &ab->d, 2);
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(da)));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        _mm256_storeu_ps(out + (size_t)t * os, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc[t]));
+}
+
+/* A constant token count per body, so that the loops over tokens unroll. */
+#define DOT8N_BODIES(name, call)                                                                                       \
+    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out, size_t os) {  \
+        switch (nt) {                                                                                                  \
+        case 1: call(1); break;                                                                                        \
+        case 2: call(2); break;                                                                                        \
+        case 3: call(3); break;                                                                                        \
+        default: call(4); break;                                                                                       \
+        }                                                                                                              \
+    }
+#define CALL_Q8_0(k) dot8n_plain32(K_Q8_0, k, n, w, ws, a, as, out, os)
+#define CALL_Q5_0(k) dot8n_plain32(K_Q5_0, k, n, w, ws, a, as, out, os)
+#define CALL_Q4_0_RP(k) dot8n_q4_0_rp_t(k, n, w, ws, a, as, out, os)
+DOT8N_BODIES(dot8n_q8_0, CALL_Q8_0)
+DOT8N_BODIES(dot8n_q5_0, CALL_Q5_0)
+DOT8N_BODIES(dot8n_q4_0_rp, CALL_Q4_0_RP)
+#undef CALL_Q8_0
+#undef CALL_Q5_0
+#undef CALL_Q4_0_RP
+#undef DOT8N_BODIES
+
 /* Q4_1 and Q5_1 in the plain order with minimums (st_q4_1 / st_q5_1 in cpu_dot_order_avx2.c): per
  * block, acc = fma(d_w * d_a, lanes, acc) with lane p the exact sum of q * a over bytes 4p..4p+3 (q
  * the unsigned 4- or 5-bit code, straight into vpdpbusd), and s = fma(m_w, s_a, s); hsum8(acc) + s
@@ -686,4 +794,9 @@ void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t 
         const __m512 e = mf_exp_ord16(_mm512_sub_ps(_mm512_setzero_ps(), x));
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), g));
     }
+}
+
+mf_cpu_dot8n_fn mf_cpu_ordered_dot8n_avx512(mf_type t, int variant) {
+    if (variant == MF_ORDER_REPACKED) return t == MF_TYPE_Q4_0 ? dot8n_q4_0_rp : NULL;
+    return t == MF_TYPE_Q8_0 ? dot8n_q8_0 : t == MF_TYPE_Q5_0 ? dot8n_q5_0 : NULL;
 }
