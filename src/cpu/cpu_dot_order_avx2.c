@@ -305,57 +305,13 @@ static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
 }
 
-static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    const uint8_t *wb = w;
-    const mf_block_q8_0 *ab = a;
-    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        /* Eight rows advancing 18 bytes each per block defeat the hardware prefetchers (measured:
-         * half the bandwidth of one row at a time), so prefetch the eight rows that follow, which
-         * lie 8 rows ahead when rows are contiguous (ws = row bytes), linearly: 8 * 18 bytes per
-         * block. A prefetch past the weights is harmless (it never faults). */
-        {
-            const char *p = (const char *)wb + 8 * ws + (size_t)i * 8 * sizeof(mf_block_q4_0);
-            _mm_prefetch(p, _MM_HINT_T0);
-            _mm_prefetch(p + 64, _MM_HINT_T0);
-            _mm_prefetch(p + 128, _MM_HINT_T0);
-        }
-        const __m256i av = load32(ab[i].qs);
-        /* Row r's block and its lane sums; the eight scales go straight into a register (a gather
-         * through memory, eight 2-byte stores read back as one 16-byte load, stalls on store
-         * forwarding). Written out, not looped: pinsrw takes a constant lane. */
-#define Q4_0_ROW(r)                                                                                                    \
-    const mf_block_q4_0 *x##r = (const mf_block_q4_0 *)(wb + (size_t)(r) * ws) + i;                                    \
-    const __m256i l##r = _mm256_madd_epi16(_mm256_maddubs_epi16(nib32(x##r->qs), av), ones16)
-        Q4_0_ROW(0);
-        Q4_0_ROW(1);
-        Q4_0_ROW(2);
-        Q4_0_ROW(3);
-        Q4_0_ROW(4);
-        Q4_0_ROW(5);
-        Q4_0_ROW(6);
-        Q4_0_ROW(7);
-#undef Q4_0_ROW
-        const __m128i dh = _mm_set_epi64x(halves4(x4, x5, x6, x7), halves4(x0, x1, x2, x3));
-        const __m256i h0 = sum4_rows(l0, l1, l2, l3), h1 = sum4_rows(l4, l5, l6, l7);
-        __m256i sum =
-            _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-        /* 8 * sum(a), broadcast: the activation's lane sums reduced the same way */
-        __m256i as = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
-        as = _mm256_add_epi32(as, _mm256_shuffle_epi32(as, 0x4E));
-        as = _mm256_add_epi32(as, _mm256_shuffle_epi32(as, 0xB1));
-        as = _mm256_add_epi32(as, _mm256_permute2x128_si256(as, as, 0x01));
-        sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(as, 3));
-        const __m256 dw = _mm256_cvtph_ps(dh);
-        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab[i].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
-
-/* dot_q4_0_rp_x8 for nt (1..4) activation rows: the eight rows' nibbles and scales are loaded and
- * unpacked once per block, then every token takes dot_q4_0_rp_x8's integer and float steps. */
+/* Against nt (1..4) activation rows: the eight rows' nibbles and scales are loaded and unpacked once
+ * per block, then every token takes the integer and float steps above. Eight rows advancing 18
+ * bytes each per block defeat the hardware prefetchers (measured: half the bandwidth of one row at
+ * a time), so the eight rows that follow are prefetched, which lie 8 rows ahead when rows are
+ * contiguous (ws = row bytes), linearly: 8 * 18 bytes per block. A prefetch past the weights is
+ * harmless (it never faults). The scales go straight into a register (a gather through memory,
+ * eight 2-byte stores read back as one 16-byte load, stalls on store forwarding). */
 static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int64_t n, const uint8_t *wb, size_t ws,
                                                                 const uint8_t *a, size_t as, float *out, size_t os) {
     const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
@@ -393,6 +349,10 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int
         }
     }
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    q4_0_rp_x8_n(1, n, w, ws, a, 0, out, 0);
 }
 
 static void dot_q4_0_rp_x8n(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
@@ -461,31 +421,9 @@ static inline __m256i signed_w(bool q5, const uint8_t *b) {
     return _mm256_sub_epi8(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_set1_epi8(16));
 }
 
-static inline __attribute__((always_inline)) void dot8_signed32(bool q5, int64_t n, const uint8_t *w, size_t ws,
-                                                                 const mf_block_q8_0 *a, float *out) {
-    const size_t bs = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
-    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
-    const int lines = (int)((8 * bs + 63) / 64);
-    __m256 acc[8];
-    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
-        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-        const __m256i av = load32(a[i].qs);
-        /* d_w * d_a of row r in lane r: the product dprod forms */
-        float d[8];
-        _mm256_storeu_ps(d, _mm256_mul_ps(scales8_avx2(w, ws, (size_t)i * bs), _mm256_set1_ps(h2f(a[i].d))));
-        for (int r = 0; r < 8; r++) {
-            const __m256i x = signed_w(q5, w + (size_t)r * ws + (size_t)i * bs);
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d + r), _mm256_cvtepi32_ps(lanes_ss(x, av)), acc[r]);
-        }
-    }
-    for (int r = 0; r < 8; r++) out[r] = hsum8(acc[r]);
-}
-
-/* dot8_signed32 for nt (1..4) activation rows: each row's signed weight bytes and |w| are formed
- * once per block, the eight scale products per token; every (row, token) keeps st_q8_0's /
- * st_q5_0's steps in its own accumulator (rows in an outer loop, so 8 rows x 4 tokens of
+/* Against nt (1..4) activation rows: each row's signed weight bytes and |w| are formed once per
+ * block, the eight scale products per token; every (row, token) keeps st_q8_0's / st_q5_0's steps
+ * in its own accumulator (rows in an outer loop, so 8 rows x 4 tokens of
  * accumulators never have to be live at once: per block, the tokens' partial steps go through a
  * small array in cache). */
 static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const int nt, int64_t n, const uint8_t *w,
@@ -535,10 +473,10 @@ DOT8N(dot_q5_0_x8n, true)
 #undef DOT8N
 
 static void dot_q8_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_signed32(false, n, w, ws, a, out);
+    dot8n_signed32(false, 1, n, w, ws, a, 0, out, 0);
 }
 static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_signed32(true, n, w, ws, a, out);
+    dot8n_signed32(true, 1, n, w, ws, a, 0, out, 0);
 }
 
 #define ORD_PAIR(fn)                                                                                                   \

@@ -217,36 +217,6 @@ static inline __m512i rows_u(int kind, const uint8_t *x0, const uint8_t *x1) {
     return _mm512_mask_add_epi8(z, (__mmask64)((uint64_t)h0 | (uint64_t)h1 << 32), z, _mm512_set1_epi8(0x10));
 }
 
-static inline __attribute__((always_inline)) void dot8_plain32(int kind, int64_t n, const uint8_t *w, size_t ws,
-                                                                const mf_block_q8_0 *a, float *out) {
-    const size_t bs = kind == K_Q8_0 ? sizeof(mf_block_q8_0) : sizeof(mf_block_q5_0);
-    const int lines = (int)((8 * bs + 63) / 64);
-    const __m512i bias = _mm512_set1_epi8(kind == K_Q8_0 ? (char)0x80 : 16);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < n / 32; i++) {
-        PREFETCH_NEXT8(w, ws, bs, i, lines);
-        const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[i].qs));
-        const __m512i zero = _mm512_setzero_si512();
-        const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, av));
-        uint16_t da;
-        memcpy(&da, &a[i].d, 2);
-        const __m256 d = _mm256_mul_ps(scales8(w, ws, (size_t)i * bs), _mm256_set1_ps(_cvtsh_ss(da)));
-        for (int p = 0; p < 4; p++) {
-            const uint8_t *x0 = w + (size_t)(2 * p) * ws + (size_t)i * bs;
-            const __m512i s = _mm512_dpbusd_epi32(neg, rows_u(kind, x0, x0 + ws), av);
-            acc[p] = _mm512_fmadd_ps(spread2(d, p), _mm512_cvtepi32_ps(s), acc[p]);
-        }
-    }
-    store_pairs(acc, out);
-}
-
-static void dot8_q8_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_plain32(K_Q8_0, n, w, ws, a, out);
-}
-static void dot8_q5_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_plain32(K_Q5_0, n, w, ws, a, out);
-}
-
 /* Q4_0 in the repacked order (dot_q4_0_rp_x8 in cpu_dot_order_avx2.c): lane r of one eight-lane
  * chain is row r, stepped per block by fma((float)block sum, d_w * d_a, acc). A 512-bit register
  * holds four rows' 16 nibble bytes (row k in quarter k): its low nibbles are values 0..15, the high
@@ -260,54 +230,11 @@ static inline __m512i rows4_qs(const uint8_t *w, size_t ws, size_t off) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    const uint8_t *wb = w;
-    const mf_block_q8_0 *ab = a;
-    const size_t bs = sizeof(mf_block_q4_0);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    /* the reduction below leaves rows in lanes 0 4 1 5 2 6 3 7: the scales follow that order */
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        PREFETCH_NEXT8(wb, ws, bs, i, 3);
-        const size_t bi = (size_t)i * bs;
-        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab[i].qs));
-        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab[i].qs + 16)));
-        const __m512i zero = _mm512_setzero_si512();
-        const __m512i sa8 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi);
-        const __m512i neg = _mm512_sub_epi32(zero, sa8);
-        const __m512i x0 = rows4_qs(wb, ws, bi + 2), x1 = rows4_qs(wb + 4 * ws, ws, bi + 2);
-        __m512i z0 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x0, m4), alo);
-        __m512i z1 = _mm512_dpbusd_epi32(neg, _mm512_and_si512(x1, m4), alo);
-        z0 = _mm512_dpbusd_epi32(z0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), ahi);
-        z1 = _mm512_dpbusd_epi32(z1, _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4), ahi);
-        /* quarter k: [z0 lanes 0+2, z1 lanes 0+2, z0 1+3, z1 1+3], then each pair's total */
-        __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
-        t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC)); /* quarter k: row k, row 4 + k */
-        const __m256i sum = _mm512_castsi512_si256(
-            _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 12, 9, 8, 5, 4, 1, 0), t));
-        uint64_t lo = 0, hi = 0;
-        for (int r = 0; r < 4; r++) {
-            uint16_t h0, h1;
-            memcpy(&h0, wb + (size_t)r * ws + bi, 2), memcpy(&h1, wb + (size_t)(r + 4) * ws + bi, 2);
-            if (r < 2)
-                lo |= ((uint64_t)h0 | (uint64_t)h1 << 16) << 32 * r;
-            else
-                hi |= ((uint64_t)h0 | (uint64_t)h1 << 16) << 32 * (r - 2);
-        }
-        uint16_t da;
-        memcpy(&da, &ab[i].d, 2);
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo)),
-                                       _mm256_set1_ps(_cvtsh_ss(da)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc);
-    }
-    /* lanes 0 4 1 5 2 6 3 7 back to row order */
-    _mm256_storeu_ps(out, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc));
-}
-
-/* ---- eight weight rows against 1..4 activation rows (dot8n): a small batch ----
- * dot8_plain32 and dot8_q4_0_rp with the weight side (the rows' unsigned codes or nibbles and
- * their scales) formed once per block for every token; each (row, token) output keeps its one-row
- * float steps. Four tokens' accumulators fit in the 32 registers. */
+/* ---- eight weight rows against 1..4 activation rows (dot8n; dot8 is its one-token case) ----
+ * The weight side (the rows' unsigned codes or nibbles and their scales) is formed once per block
+ * for every token; each (row, token) output keeps its one-row float steps. Four tokens'
+ * accumulators fit in the 32 registers. For Q4_0, the reduction leaves rows in lanes 0 4 1 5 2 6 3
+ * 7 (the scales follow that order), put back in row order at the end. */
 static inline __attribute__((always_inline)) void dot8n_plain32(int kind, const int nt, int64_t n, const uint8_t *w,
                                                                  size_t ws, const uint8_t *a, size_t as, float *out,
                                                                  size_t os) {
@@ -411,6 +338,16 @@ DOT8N_BODIES(dot8n_q4_0_rp, CALL_Q4_0_RP)
 #undef CALL_Q5_0
 #undef CALL_Q4_0_RP
 #undef DOT8N_BODIES
+
+static void dot8_q8_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8n_plain32(K_Q8_0, 1, n, w, ws, a, 0, out, 0);
+}
+static void dot8_q5_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8n_plain32(K_Q5_0, 1, n, w, ws, a, 0, out, 0);
+}
+static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8n_q4_0_rp_t(1, n, w, ws, a, 0, out, 0);
+}
 
 /* Q4_1 and Q5_1 in the plain order with minimums (st_q4_1 / st_q5_1 in cpu_dot_order_avx2.c): per
  * block, acc = fma(d_w * d_a, lanes, acc) with lane p the exact sum of q * a over bytes 4p..4p+3 (q
