@@ -17,6 +17,17 @@ typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const 
  * batch: server slots decoding together, a speculative draft verified). */
 typedef void (*mf_cpu_dot8n_fn)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
                                 size_t os);
+/* Defines the mf_cpu_dot8n_fn `name` over an always-inline body called as CALL(k) with a constant
+ * token count k (so that its loops over tokens unroll); the body sees n w ws a as out os. */
+#define MF_CPU_DOT8N_BODIES(name, CALL)                                                                                \
+    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out, size_t os) {  \
+        switch (nt) {                                                                                                  \
+        case 1: CALL(1); break;                                                                                        \
+        case 2: CALL(2); break;                                                                                        \
+        case 3: CALL(3); break;                                                                                        \
+        default: CALL(4); break;                                                                                       \
+        }                                                                                                              \
+    }
 typedef struct mf_cpu_ordered_dots {
     mf_vec_dot_fn dot;
     mf_cpu_dot4_fn dot4;

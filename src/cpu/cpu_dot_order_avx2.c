@@ -355,15 +355,9 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     q4_0_rp_x8_n(1, n, w, ws, a, 0, out, 0);
 }
 
-static void dot_q4_0_rp_x8n(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
-                            size_t os) {
-    switch (nt) { /* a constant token count per body: the loops over tokens unroll */
-    case 1: q4_0_rp_x8_n(1, n, w, ws, a, as, out, os); break;
-    case 2: q4_0_rp_x8_n(2, n, w, ws, a, as, out, os); break;
-    case 3: q4_0_rp_x8_n(3, n, w, ws, a, as, out, os); break;
-    default: q4_0_rp_x8_n(4, n, w, ws, a, as, out, os); break;
-    }
-}
+#define CALL_Q4_0_RP(k) q4_0_rp_x8_n(k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot_q4_0_rp_x8n, CALL_Q4_0_RP)
+#undef CALL_Q4_0_RP
 
 /* Per pair c of sub-blocks: isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: sub-block j's
  * nibbles times its activations) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its
@@ -459,18 +453,12 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
         for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]);
 }
 
-#define DOT8N(name, q5)                                                                                                \
-    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out, size_t os) {  \
-        switch (nt) {                                                                                                  \
-        case 1: dot8n_signed32(q5, 1, n, w, ws, a, as, out, os); break;                                                \
-        case 2: dot8n_signed32(q5, 2, n, w, ws, a, as, out, os); break;                                                \
-        case 3: dot8n_signed32(q5, 3, n, w, ws, a, as, out, os); break;                                                \
-        default: dot8n_signed32(q5, 4, n, w, ws, a, as, out, os); break;                                               \
-        }                                                                                                              \
-    }
-DOT8N(dot_q8_0_x8n, false)
-DOT8N(dot_q5_0_x8n, true)
-#undef DOT8N
+#define CALL_Q8_0(k) dot8n_signed32(false, k, n, w, ws, a, as, out, os)
+#define CALL_Q5_0(k) dot8n_signed32(true, k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot_q8_0_x8n, CALL_Q8_0)
+MF_CPU_DOT8N_BODIES(dot_q5_0_x8n, CALL_Q5_0)
+#undef CALL_Q8_0
+#undef CALL_Q5_0
 
 static void dot_q8_0_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
     dot8n_signed32(false, 1, n, w, ws, a, 0, out, 0);

@@ -318,26 +318,15 @@ static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const int nt, 
         _mm256_storeu_ps(out + (size_t)t * os, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc[t]));
 }
 
-/* A constant token count per body, so that the loops over tokens unroll. */
-#define DOT8N_BODIES(name, call)                                                                                       \
-    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out, size_t os) {  \
-        switch (nt) {                                                                                                  \
-        case 1: call(1); break;                                                                                        \
-        case 2: call(2); break;                                                                                        \
-        case 3: call(3); break;                                                                                        \
-        default: call(4); break;                                                                                       \
-        }                                                                                                              \
-    }
 #define CALL_Q8_0(k) dot8n_plain32(K_Q8_0, k, n, w, ws, a, as, out, os)
 #define CALL_Q5_0(k) dot8n_plain32(K_Q5_0, k, n, w, ws, a, as, out, os)
 #define CALL_Q4_0_RP(k) dot8n_q4_0_rp_t(k, n, w, ws, a, as, out, os)
-DOT8N_BODIES(dot8n_q8_0, CALL_Q8_0)
-DOT8N_BODIES(dot8n_q5_0, CALL_Q5_0)
-DOT8N_BODIES(dot8n_q4_0_rp, CALL_Q4_0_RP)
+MF_CPU_DOT8N_BODIES(dot8n_q8_0, CALL_Q8_0)
+MF_CPU_DOT8N_BODIES(dot8n_q5_0, CALL_Q5_0)
+MF_CPU_DOT8N_BODIES(dot8n_q4_0_rp, CALL_Q4_0_RP)
 #undef CALL_Q8_0
 #undef CALL_Q5_0
 #undef CALL_Q4_0_RP
-#undef DOT8N_BODIES
 
 static void dot8_q8_0(int64_t n, const void *w, size_t ws, const void *a, float *out) {
     dot8n_plain32(K_Q8_0, 1, n, w, ws, a, 0, out, 0);

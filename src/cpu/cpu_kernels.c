@@ -122,6 +122,13 @@ static void mm_quantize(void *arg, int ith, int nth) {
     for (int64_t t = t0; t < t1; t++) m->quant(m->x + t * K, m->act + (size_t)t * m->act_row, K);
 }
 
+/* y[t][o] += bias[o] for every token and the outputs [o0, o1) */
+static void add_bias(const mm_task *m, const float *bias, int64_t o0, int64_t o1) {
+    const int64_t N = m->w->ne[1];
+    for (int64_t t = 0; t < m->nt; t++)
+        for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
+}
+
 static void mm_dot(void *arg, int ith, int nth) {
     mm_task *m = arg;
     int64_t K = m->w->ne[0], N = m->w->ne[1], o0, o1;
@@ -134,9 +141,7 @@ static void mm_dot(void *arg, int ith, int nth) {
         if (o1 > o0)
             m->gemm_ord->run(m->w, o0, o1, m->act, m->act_row, m->nt, m->y, (size_t)N,
                              m->scratch + (size_t)ith * m->scratch_bytes);
-        if (bias)
-            for (int64_t t = 0; t < m->nt; t++)
-                for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
+        if (bias) add_bias(m, bias, o0, o1);
         return;
     }
     if (m->gemm && m->nt > 1) {
@@ -151,9 +156,7 @@ static void mm_dot(void *arg, int ith, int nth) {
                         (size_t)N);
             }
         }
-        if (bias)
-            for (int64_t t = 0; t < m->nt; t++)
-                for (int64_t o = o0; o < o1; o++) m->y[t * N + o] += bias[o];
+        if (bias) add_bias(m, bias, o0, o1);
         return;
     }
     if (m->ord.dot) {
@@ -175,9 +178,7 @@ static void mm_dot(void *arg, int ith, int nth) {
                 const uint8_t *a = m->act + (size_t)t * m->act_row;
                 for (int64_t r = o; r < o1; r++) m->y[t * N + r] = d.dot(K, wd + (size_t)r * rb, a);
             }
-            if (bias)
-                for (int64_t t = 0; t < m->nt; t++)
-                    for (int64_t r = o0; r < o1; r++) m->y[t * N + r] += bias[r];
+            if (bias) add_bias(m, bias, o0, o1);
             return;
         }
         for (int64_t ob = o0; ob < o1; ob += 16) {
