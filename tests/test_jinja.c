@@ -97,6 +97,19 @@ static void test_errors(void) {
     out = render("\n\n{{ messages[0].content.missing.deeper }}", NULL, NULL, &st);
     CHECKF(st == MF_ERR_FORMAT && strstr(mf_last_error(), "line 3") && strstr(mf_last_error(), "undefined"), "%s", mf_last_error());
     free(out);
+    /* str.format's positional fields: an index past any int (once read with atoi, it wrapped to a
+     * negative index) or a field that is not all digits fails cleanly */
+    static const char *const fields[] = {"{{ '{888888888888888}'.format(1) }}", "{{ '{99999999999999999999999}'.format(1, 2) }}",
+                                         "{{ '@{888888888888888{}'.format(1) }}", "{{ '{0x}'.format(1) }}", "{{ '{1}'.format(1) }}",
+                                         "{{ '{1}{}'.format(1, 2) }}"};
+    for (size_t i = 0; i < MF_ARRAY_LEN(fields); i++) {
+        out = render(fields[i], NULL, NULL, &st);
+        CHECKF(st != MF_OK && out == NULL && strstr(mf_last_error(), "str.format"), "%s: %s", fields[i], mf_last_error());
+        free(out);
+    }
+    out = render("{{ '{1}{0}{1}'.format('a', 'b') ~ '{}{}'.format('c', 'd') }}", NULL, NULL, &st);
+    CHECKF(st == MF_OK && out && !strcmp(out, "babcd"), "%s", out ? out : mf_last_error());
+    free(out);
     static const char *const stray[] = {"{% break %}", "{% for x in l %}{% else %}{% continue %}{% endfor %}",
                                         "{% for x in l %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"};
     for (size_t i = 0; i < MF_ARRAY_LEN(stray); i++) {

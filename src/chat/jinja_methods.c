@@ -301,7 +301,7 @@ static jv str_method(jctx *c, jv self, const char *m, jv *args, int nargs, const
     }
     if (!strcmp(m, "format")) {
         jbuf b = jbuf_make(c);
-        int auto_idx = 0;
+        int auto_idx = 0, numbering = 0;
         for (size_t i = 0; i < self.s.n; i++) {
             char ch = self.s.p[i];
             if ((ch == '{' || ch == '}') && i + 1 < self.s.n && self.s.p[i + 1] == ch) { jbuf_putc(&b, ch); i++; continue; }
@@ -314,9 +314,21 @@ static jv str_method(jctx *c, jv self, const char *m, jv *args, int nargs, const
             if (fl >= 2 && f[fl - 2] == '!') fl -= 2;
             if (memchr(f, ':', fl)) jinja_error(c, MF_ERR_UNSUPPORTED, "str.format: format specs are not supported");
             jv val;
+            if (fl == 0 || cp_digit((uint32_t)f[0])) {
+                /* as Python: one format string numbers its fields either automatically or by hand */
+                int mode = fl == 0 ? 1 : 2;
+                if (numbering && numbering != mode)
+                    jinja_error(c, MF_ERR_FORMAT, "str.format: cannot switch between automatic and manual field numbering");
+                numbering = mode;
+            }
             if (fl == 0) val = auto_idx < nargs ? args[auto_idx++] : jv_undef("format argument");
             else if (cp_digit((uint32_t)f[0])) {
-                int idx = atoi(f);
+                /* A positional field is digits only; the index is bounded before it can overflow. */
+                int64_t idx = 0;
+                for (size_t k = 0; k < fl; k++) {
+                    if (!cp_digit((uint32_t)f[k])) jinja_error(c, MF_ERR_UNSUPPORTED, "str.format: unsupported field {%.*s}", (int)fl, f);
+                    if (idx <= nargs) idx = idx * 10 + (f[k] - '0');
+                }
                 val = idx < nargs ? args[idx] : jv_undef("format argument");
             } else {
                 val = jv_undef("format argument");
