@@ -2,8 +2,8 @@
  * repacked Q4_0 order, the AVX-512 ones of the other types) give bit for bit the one-row ordered
  * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
  * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
- * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the AVX2
- * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0) for 1..4 activation rows likewise; and the
+ * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the
+ * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1) for 1..4 activation rows likewise; and the
  * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
 
@@ -225,7 +225,7 @@ int main(void) {
         const int v = cases[c].variant;
         const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, v);
         if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
-        if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q8_0 || t == MF_TYPE_Q5_0)
+        if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q8_0 || t == MF_TYPE_Q5_0 || t == MF_TYPE_Q4_1 || t == MF_TYPE_Q5_1)
             CHECKF(d.dot8n, "%s variant %d: no eight-row several-token dot", mf_type_get_traits(t)->name, v);
         if (!d.dot8 && !d.dot8n) continue;
         const int64_t bk = mf_type_get_traits(t)->blck_size;

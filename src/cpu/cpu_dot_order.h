@@ -63,7 +63,7 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int v
 /* Eight-row dots with AVX-512 VNNI, bit-identical to the AVX2 one-row dots of the same variant;
  * NULL where there is none. */
 mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
-/* Several-token eight-row dots with AVX-512 VNNI (Q4_0 repacked, Q8_0, Q5_0), bit-identical to the
+/* Several-token eight-row dots with AVX-512 VNNI (Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1), bit-identical to the
  * AVX2 one-row dots of the same variant; NULL for other types. */
 mf_cpu_dot8n_fn mf_cpu_ordered_dot8n_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512

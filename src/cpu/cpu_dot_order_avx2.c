@@ -453,6 +453,64 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
         for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]);
 }
 
+/* Q4_1 and Q5_1 (st_q4_1 / st_q5_1) against nt (1..4) activation rows, in the same arrangement:
+ * each row's unsigned codes formed once per block; per (row, token) the lanes' chain and, eight rows
+ * to a register (lane r: row r, the same fmaf as the one-row dot's scalar), the minimums' chain. */
+static inline __attribute__((always_inline)) void dot8n_min32_avx2(bool q5, const int nt, int64_t n,
+                                                                    const uint8_t *w, size_t ws, const uint8_t *a,
+                                                                    size_t as, float *out, size_t os) {
+    const size_t bs = q5 ? sizeof(mf_block_q5_1) : sizeof(mf_block_q4_1);
+    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const int lines = (int)((8 * bs + 63) / 64);
+    __m256 acc[4][8], sm[4];
+    for (int t = 0; t < nt; t++) {
+        sm[t] = _mm256_setzero_ps();
+        for (int r = 0; r < 8; r++) acc[t][r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / 32; i++) {
+        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
+        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        const size_t bi = (size_t)i * bs;
+        const __m256 dw = scales8_avx2(w, ws, bi), mw = scales8_avx2(w, ws, bi + 2);
+        float d[4][8];
+        __m256i av[4];
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_1 *ab = (const mf_block_q8_1 *)(a + (size_t)t * as) + i;
+            av[t] = load32(ab->qs);
+            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d))));
+            sm[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(h2f(ab->s)), sm[t]);
+        }
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *b = w + (size_t)r * ws + bi;
+            const __m256i q = q5 ? _mm256_or_si256(nib32(((const mf_block_q5_1 *)b)->qs), bit5_32(((const mf_block_q5_1 *)b)->qh))
+                                 : nib32(((const mf_block_q4_1 *)b)->qs);
+            for (int t = 0; t < nt; t++) {
+                const __m256i l = lanes_us(q, av[t]);
+                acc[t][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][r]), _mm256_cvtepi32_ps(l), acc[t][r]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float s8[8];
+        _mm256_storeu_ps(s8, sm[t]);
+        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]) + s8[r];
+    }
+}
+
+#define CALL_Q4_1(k) dot8n_min32_avx2(false, k, n, w, ws, a, as, out, os)
+#define CALL_Q5_1(k) dot8n_min32_avx2(true, k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot_q4_1_x8n, CALL_Q4_1)
+MF_CPU_DOT8N_BODIES(dot_q5_1_x8n, CALL_Q5_1)
+#undef CALL_Q4_1
+#undef CALL_Q5_1
+
+static void dot_q4_1_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8n_min32_avx2(false, 1, n, w, ws, a, 0, out, 0);
+}
+static void dot_q5_1_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    dot8n_min32_avx2(true, 1, n, w, ws, a, 0, out, 0);
+}
+
 #define CALL_Q8_0(k) dot8n_signed32(false, k, n, w, ws, a, as, out, os)
 #define CALL_Q5_0(k) dot8n_signed32(true, k, n, w, ws, a, as, out, os)
 MF_CPU_DOT8N_BODIES(dot_q8_0_x8n, CALL_Q8_0)
@@ -480,9 +538,9 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     }
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
-    case MF_TYPE_Q4_1: return ORD_PAIR(dot_q4_1);
+    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4};
     case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4};
-    case MF_TYPE_Q5_1: return ORD_PAIR(dot_q5_1);
+    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4};
     case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);

@@ -349,8 +349,9 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
  * together (row r in lanes 2r, 2r+1; the minimum chains run in the odd lanes of one register).
  * Q5_1's fifth bits become byte masks on the scalar side (measured faster than vpshufb + vptestmb
  * on the header): bits 0..15 of four rows' qh words for the low nibbles, bits 16..31 for the high. */
-static inline __attribute__((always_inline)) void dot8_min32(int kind, int64_t n, const uint8_t *w, size_t ws,
-                                                              const mf_block_q8_1 *a, float *out) {
+static inline __attribute__((always_inline)) void dot8n_min32(int kind, const int nt, int64_t n, const uint8_t *w,
+                                                               size_t ws, const uint8_t *a, size_t as, float *out,
+                                                               size_t os) {
     const size_t bs = kind == K_Q4_1 ? sizeof(mf_block_q4_1) : sizeof(mf_block_q5_1);
     const size_t qo = kind == K_Q4_1 ? offsetof(mf_block_q4_1, qs) : offsetof(mf_block_q5_1, qs);
     const int lines = (int)((8 * bs + 63) / 64);
@@ -360,52 +361,68 @@ static inline __attribute__((always_inline)) void dot8_min32(int kind, int64_t n
     /* each quarter k of a chain register gets row 4g + k's d_w * d_a (float lane 2 (4g + k)) */
     const __m512i d_idx[2] = {_mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0),
                               _mm512_set_epi32(14, 14, 14, 14, 12, 12, 12, 12, 10, 10, 10, 10, 8, 8, 8, 8)};
-    __m512 lo[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, hi[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 s = _mm512_setzero_ps();
+    __m512 lo[4][2], hi[4][2], s[4];
+    for (int t = 0; t < nt; t++)
+        lo[t][0] = lo[t][1] = hi[t][0] = hi[t][1] = s[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
         PREFETCH_NEXT8(w, ws, bs, i, lines);
         const size_t bi = (size_t)i * bs;
-        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a[i].qs));
-        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a[i].qs + 16)));
-        uint16_t da, sa;
-        memcpy(&da, &a[i].d, 2), memcpy(&sa, &a[i].s, 2);
         const __m512i hd[2] = {rows4_qs(w, ws, bi), rows4_qs(w + 4 * ws, ws, bi)};
         const __m512 h = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi32(hd[0], dm_idx, hd[1])));
-        const __m512 d = _mm512_mul_ps(h, _mm512_set1_ps(_cvtsh_ss(da))); /* even lanes: d_w * d_a */
-        s = _mm512_mask3_fmadd_ps(h, _mm512_set1_ps(_cvtsh_ss(sa)), s, (__mmask16)0xAAAA);
+        __m512i ql[2], qh[2];
         for (int g = 0; g < 2; g++) {
             const __m512i x = rows4_qs(w + (size_t)(4 * g) * ws, ws, bi + qo);
-            __m512i ql = _mm512_and_si512(x, m4), qh = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            ql[g] = _mm512_and_si512(x, m4), qh[g] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
             if (kind == K_Q5_1) {
                 const uint8_t *q0 = w + (size_t)(4 * g) * ws + bi + offsetof(mf_block_q5_1, qh);
                 uint32_t h0, h1, h2, h3;
                 memcpy(&h0, q0, 4), memcpy(&h1, q0 + ws, 4), memcpy(&h2, q0 + 2 * ws, 4), memcpy(&h3, q0 + 3 * ws, 4);
                 const uint64_t x01 = (uint64_t)h0 | (uint64_t)h1 << 32, x23 = (uint64_t)h2 | (uint64_t)h3 << 32;
                 const uint64_t ml = 0x0000FFFF0000FFFFull, mh = 0xFFFF0000FFFF0000ull;
-                ql = _mm512_mask_add_epi8(ql, (__mmask64)(_pext_u64(x01, ml) | _pext_u64(x23, ml) << 32), ql, b5);
-                qh = _mm512_mask_add_epi8(qh, (__mmask64)(_pext_u64(x01, mh) | _pext_u64(x23, mh) << 32), qh, b5);
+                ql[g] = _mm512_mask_add_epi8(ql[g], (__mmask64)(_pext_u64(x01, ml) | _pext_u64(x23, ml) << 32), ql[g], b5);
+                qh[g] = _mm512_mask_add_epi8(qh[g], (__mmask64)(_pext_u64(x01, mh) | _pext_u64(x23, mh) << 32), qh[g], b5);
             }
-            const __m512 dg = _mm512_permutexvar_ps(d_idx[g], d);
-            const __m512i zero = _mm512_setzero_si512();
-            lo[g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ql, alo)), lo[g]);
-            hi[g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, qh, ahi)), hi[g]);
+        }
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_1 *ab = (const mf_block_q8_1 *)(a + (size_t)t * as) + i;
+            const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            uint16_t da, sa;
+            memcpy(&da, &ab->d, 2), memcpy(&sa, &ab->s, 2);
+            const __m512 d = _mm512_mul_ps(h, _mm512_set1_ps(_cvtsh_ss(da))); /* even lanes: d_w * d_a */
+            s[t] = _mm512_mask3_fmadd_ps(h, _mm512_set1_ps(_cvtsh_ss(sa)), s[t], (__mmask16)0xAAAA);
+            for (int g = 0; g < 2; g++) {
+                const __m512 dg = _mm512_permutexvar_ps(d_idx[g], d);
+                const __m512i zero = _mm512_setzero_si512();
+                lo[t][g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ql[g], alo)), lo[t][g]);
+                hi[t][g] = _mm512_fmadd_ps(dg, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, qh[g], ahi)), hi[t][g]);
+            }
         }
     }
-    float sm[16], l[2][16], u[2][16];
-    _mm512_storeu_ps(sm, s);
-    for (int g = 0; g < 2; g++) _mm512_storeu_ps(l[g], lo[g]), _mm512_storeu_ps(u[g], hi[g]);
-    for (int r = 0; r < 8; r++) {
-        const int g = r / 4, k = r % 4;
-        const __m256 v = _mm256_setr_m128(_mm_loadu_ps(l[g] + 4 * k), _mm_loadu_ps(u[g] + 4 * k));
-        out[r] = hsum8(v) + sm[2 * r + 1];
+    for (int t = 0; t < nt; t++) {
+        float sm[16], l[2][16], u[2][16];
+        _mm512_storeu_ps(sm, s[t]);
+        for (int g = 0; g < 2; g++) _mm512_storeu_ps(l[g], lo[t][g]), _mm512_storeu_ps(u[g], hi[t][g]);
+        for (int r = 0; r < 8; r++) {
+            const int g = r / 4, k = r % 4;
+            const __m256 v = _mm256_setr_m128(_mm_loadu_ps(l[g] + 4 * k), _mm_loadu_ps(u[g] + 4 * k));
+            out[(size_t)t * os + r] = hsum8(v) + sm[2 * r + 1];
+        }
     }
 }
 
+#define CALL_Q4_1(k) dot8n_min32(K_Q4_1, k, n, w, ws, a, as, out, os)
+#define CALL_Q5_1(k) dot8n_min32(K_Q5_1, k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot8n_q4_1, CALL_Q4_1)
+MF_CPU_DOT8N_BODIES(dot8n_q5_1, CALL_Q5_1)
+#undef CALL_Q4_1
+#undef CALL_Q5_1
+
 static void dot8_q4_1(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_min32(K_Q4_1, n, w, ws, a, out);
+    dot8n_min32(K_Q4_1, 1, n, w, ws, a, 0, out, 0);
 }
 static void dot8_q5_1(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8_min32(K_Q5_1, n, w, ws, a, out);
+    dot8n_min32(K_Q5_1, 1, n, w, ws, a, 0, out, 0);
 }
 
 /* Q6_K in the plain order (see st_q6_K in cpu_dot_order_avx2.c): lane p of a row's step is
@@ -724,5 +741,11 @@ void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t 
 
 mf_cpu_dot8n_fn mf_cpu_ordered_dot8n_avx512(mf_type t, int variant) {
     if (variant == MF_ORDER_REPACKED) return t == MF_TYPE_Q4_0 ? dot8n_q4_0_rp : NULL;
-    return t == MF_TYPE_Q8_0 ? dot8n_q8_0 : t == MF_TYPE_Q5_0 ? dot8n_q5_0 : NULL;
+    switch (t) {
+    case MF_TYPE_Q8_0: return dot8n_q8_0;
+    case MF_TYPE_Q5_0: return dot8n_q5_0;
+    case MF_TYPE_Q4_1: return dot8n_q4_1;
+    case MF_TYPE_Q5_1: return dot8n_q5_1;
+    default: return NULL;
+    }
 }

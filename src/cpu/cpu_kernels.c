@@ -39,11 +39,12 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int v
         if (variant == MF_ORDER_PLAIN && mf_cpu_ordered_dot_avx512(t)) d.dot = mf_cpu_ordered_dot_avx512(t);
         const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
         if (d8) d.dot8 = d8;
-        /* bench_gemm, one thread, 4864 x 896 and 896 x 4864 (Zen 5): the Q8_0 and Q5_0 dot8n ahead of
-         * the GEMMs through 4 tokens (Q8_0 at 3: 0.20 vs 0.25 ms); Q4_0's at 2 tokens (0.145 vs
-         * 0.172 ms), level at 3 and 4 */
+        /* bench_gemm, one thread, 4864 x 896 and 896 x 4864 (Zen 5): the Q8_0, Q5_0 and Q5_1 dot8n
+         * ahead of the GEMMs through 4 tokens (Q8_0 at 3: 0.20 vs 0.25 ms; Q5_1 at 2: 0.127 vs
+         * 0.184 ms); Q4_0's at 2 tokens (0.145 vs 0.172 ms), level at 3 and 4; Q4_1's through 3
+         * (2: 0.111 vs 0.141 ms; 3: 0.150 vs 0.162), level at 4 */
         d.dot8n = mf_cpu_ordered_dot8n_avx512(t, variant);
-        d.dot8n_tokens = d.dot8n ? (t == MF_TYPE_Q4_0 ? 2 : 4) : 0;
+        d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_0 ? 2 : t == MF_TYPE_Q4_1 ? 3 : 4;
     }
     return d;
 }
