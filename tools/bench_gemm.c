@@ -1,8 +1,11 @@
 /* bench_gemm.c: speed of one prefill matmul through the CPU backend's thread pool: the prefill
  * GEMM (cpu_gemm.h) where the weight type has one, else the ordered dots. Activation quantization
  * is included, as in a real matmul. Prints milliseconds, GMAC/s (wall) and GMAC/s per thread
- * from thread CPU time, which a machine shared with other work disturbs less.
- *   usage: bench_gemm [--threads T] [--reps R] TYPE N K NT     e.g. bench_gemm q4_0 4864 896 512 */
+ * from thread CPU time, which a machine shared with other work disturbs less. With --cold, each
+ * repetition reads a different copy of the weights, enough copies for 512 MiB in all, so that they
+ * come from memory as in a model's forward pass (a model's weights exceed the caches; one matrix
+ * repeated is served from L2/L3, which hides what a few-token matmul costs when it streams).
+ *   usage: bench_gemm [--threads T] [--reps R] [--cold] TYPE N K NT     e.g. bench_gemm q4_0 4864 896 512 */
 #include "cpu/cpu.h"
 #include "cpu/cpu_gemm.h"
 #include "core/core.h"
@@ -34,16 +37,17 @@ int main(int argc, char **argv) {
     if (getenv("MINFER_ISA") && mf_isa_from_name(getenv("MINFER_ISA"), &isa)) fprintf(stderr, "%s\n", mf_last_error());
     const char *order = getenv("MINFER_ORDER");
     cfg = mf_cpu_cfg_for(isa, order && !strcmp(order, "fast") ? MF_ORDER_FAST : MF_ORDER_EXACT);
-    int threads = 2, reps = 5, pos = 0;
+    int threads = 2, reps = 5, pos = 0, cold = 0;
     const char *args[4] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cold")) cold = 1;
         else if (pos < 4) args[pos++] = argv[i];
     }
     mf_type t;
     if (pos != 4 || !mf_type_from_name(args[0], &t) || threads < 1 || reps < 1) {
-        fprintf(stderr, "usage: %s [--threads T] [--reps R] TYPE N K NT\n", argv[0]);
+        fprintf(stderr, "usage: %s [--threads T] [--reps R] [--cold] TYPE N K NT\n", argv[0]);
         return 2;
     }
     const int64_t N = atoll(args[1]), K = atoll(args[2]), nt = atoll(args[3]);
@@ -52,14 +56,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: bad shape or type\n");
         return 2;
     }
-    const size_t rb = mf_row_size(t, K);
-    uint8_t *wq = malloc(rb * (size_t)N);
+    const size_t rb = mf_row_size(t, K), bytes = rb * (size_t)N;
+    const size_t copies = cold ? MF_MAX((size_t)1, ((size_t)512 << 20) / bytes + 1) : 1;
+    uint8_t *wq = malloc(bytes * copies);
+    if (!wq) {
+        fprintf(stderr, "bench_gemm: out of memory for %zu copies of %zu bytes\n", copies, bytes);
+        return 1;
+    }
     float *row = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)(K * nt) * sizeof(float));
     float *y = malloc((size_t)(N * nt) * sizeof(float));
     for (int64_t o = 0; o < N; o++) {
         for (int64_t i = 0; i < K; i++) row[i] = rndf();
         tr->quantize(row, wq + (size_t)o * rb, K);
     }
+    for (size_t c = 1; c < copies; c++) memcpy(wq + c * bytes, wq, bytes);
     for (int64_t i = 0; i < K * nt; i++) x[i] = rndf();
     mf_weight w = {.type = t, .ne = {K, N}, .data = wq, .row_bytes = rb};
     mf_pool *pool = NULL;
@@ -68,6 +78,7 @@ int main(int argc, char **argv) {
     const double macs = (double)N * (double)K * (double)nt;
     double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < reps + 1; r++) {
+        w.data = wq + (size_t)r % copies * bytes;
         const double t0 = mf_time_s(), c0 = cpu_s();
         mf_cpu_matmul(pool, &cfg, &w, NULL, x, y, nt, work);
         const double dt = mf_time_s() - t0, dc = cpu_s() - c0;

@@ -69,7 +69,8 @@ static inline int64_t mf_gemm_chunk(int64_t nt, int64_t max_chunk, int64_t tile)
 /* Prefetching the next panel's weight rows while this panel's tiles run: the next panel of 16 rows
  * (or the first one again for the next chunk), its lines spread evenly over the tiles. Not for a
  * few tokens: the prefetches then come in bursts of 30 lines and more, which cost more than they
- * save (Q8_0, K = 896, 3 tokens, 1 thread: 0.18 vs 0.16 ms). */
+ * save (Q8_0, K = 896, 3 tokens, 1 thread: 0.18 vs 0.16 ms); then the repack streams the next
+ * panel instead (MF_GEMM_STREAM_AHEAD in cpu_gemm.h). */
 typedef struct mf_gemm_prefetch {
     const uint8_t *next;
     size_t lines, n_tiles;

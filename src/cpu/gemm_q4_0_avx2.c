@@ -55,11 +55,13 @@ static void prepare(const uint8_t *act, size_t act_row, int64_t n, int64_t i0, i
 /* Blocks [i0, i0 + cn) of rows w, w + row_bytes, ... (nr <= 8; missing rows repeat the last one,
  * their outputs are never stored) into the panel layout: a 4 x 4 dword transpose within each
  * 128-bit lane (rows 0-3 in the low lane, 4-7 in the high one) gives step k's vector. */
-static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, int64_t cn, uint8_t *panel) {
+static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, int64_t cn, uint8_t *panel,
+                       const uint8_t *ahead) {
     const mf_block_q4_0 *row[8];
     for (int r = 0; r < 8; r++) row[r] = (const mf_block_q4_0 *)(w + (size_t)(r < nr ? r : nr - 1) * row_bytes);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = i0; i < i0 + cn; i++, panel += PBLK) {
+        MF_GEMM_STREAM_AHEAD_ROWS(ahead, i, sizeof(mf_block_q4_0), 8, row_bytes);
         __m256i z[4];
         for (int j = 0; j < 4; j++)
             z[j] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)row[4 + j][i].qs),
@@ -148,7 +150,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             for (int64_t o = o0; o < o1; o += 8) {
                 const int nr = (int)MF_MIN(8, o1 - o);
                 const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                pack_panel((const uint8_t *)w->data + (size_t)o * w->row_bytes, w->row_bytes, nr, c, cn, panel);
+                pack_panel((const uint8_t *)w->data + (size_t)o * w->row_bytes, w->row_bytes, nr, c, cn, panel,
+                           mf_gemm_ahead(w, o, 8, o1, nt, 32));
                 for (int64_t t = 0; t < tn; t += TT) {
                     const uint8_t *qt = q + (size_t)(t * cn) * 32;
                     const int32_t *ct = corr + t * cn;

@@ -18,8 +18,9 @@ static inline __attribute__((always_inline)) __m256i load_q5_0(const uint8_t *bl
 }
 
 /* Not inlined: its constants would stay in registers across the tiles, which need all 32. */
-static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
-    q8g_repack_rows(w, ob, nr, i0, i1, panel, sizeof(mf_block_q5_0), load_q5_0);
+static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
+                                             const uint8_t *ahead) {
+    q8g_repack_rows(w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q5_0), load_q5_0);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,

@@ -11,8 +11,8 @@ static inline __attribute__((always_inline)) __m256i load_q5_1(const uint8_t *bl
 }
 
 static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
-                                           uint8_t *panel) {
-    q8a_pack(true, w, ob, nr, i0, i1, panel, sizeof(mf_block_q5_1), load_q5_1);
+                                           uint8_t *panel, const uint8_t *ahead) {
+    q8a_pack(true, w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q5_1), load_q5_1);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,

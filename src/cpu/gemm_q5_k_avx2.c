@@ -36,10 +36,12 @@ static size_t scratch_size(int64_t K) {
 
 /* Super-blocks [i0, i1) of rows [ob, ob + nr) (nr <= 8) into the panel layout; sub-blocks 2c and
  * 2c+1 of a row are formed as k4_sum forms them (nibbles of qs chunk c, fifth bits 2c, 2c+1 of qh). */
-static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel) {
+static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
+                 const uint8_t *ahead) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     for (int64_t i = i0; i < i1; i++, panel += K5_BLOCK_BYTES) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, 8 * sizeof(mf_block_q5_K));
         const mf_block_q5_K *row[8];
         for (int r = 0; r < 8; r++)
             row[r] = r < nr ? (const mf_block_q5_K *)(base + (size_t)r * w->row_bytes) + i : NULL;
@@ -129,9 +131,10 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
         for (int64_t ob = o0; ob < o1; ob += 8) {
             const int nr = (int)MF_MIN(8, o1 - ob);
             const __m256i mask = mf_avx2_row_mask(nr);
+            const uint8_t *ahead = mf_gemm_ahead(w, ob, 8, o1, nt, 32);
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                pack(w, ob, nr, i0, i1, panel);
+                pack(w, ob, nr, i0, i1, panel, ahead);
                 for (int64_t t = 0; t < n; t++)
                     token(panel, i0, i1, (const mf_block_q8_K *)(act + (size_t)(tc + t) * act_row), state + 9 * t,
                           i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);
@@ -140,8 +143,9 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     }
 }
 
-/* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:
- * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
-static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = scratch_size, .run = run};
+/* min_tokens 2: with the weights streamed ahead (MF_GEMM_STREAM_AHEAD) the GEMM beats the four-row
+ * dots from 2 tokens (bench_gemm --cold, 2 threads, Zen 5 at the AVX2 level, 4864 x 1024, 2 tokens:
+ * Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41, Q6_K 0.26 vs 0.47; 1024 x 4864 alike). */
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void) { return &gemm; }

@@ -65,9 +65,10 @@ static inline __m512i bytes_to_i16(int a, int b) {
  * (qs words 16..31). Sub-block j = 2c + h is the low (h = 0) or high (h = 1) nibbles of qs bytes
  * 32c .. 32c+31 with bit j of qh, so the i32 of q[p][j] comes from qs word 8c + p and qh word p. */
 static __attribute__((noinline)) void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb,
-                                                   panel_sb *ps) {
+                                                   panel_sb *ps, const uint8_t *ahead) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03);
     for (int64_t sb = 0; sb < nsb; sb++) {
+        MF_GEMM_STREAM_AHEAD(ahead, sb, ROWS * sizeof(mf_block_q5_K));
         __m512i X[16], Y[16], Z[16];
         for (int r = 0; r < ROWS; r++) {
             if (r < nr) {
@@ -167,7 +168,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     for (int64_t r0 = o0; r0 < o1; r0 += ROWS) {
         const int nr = (int)(o1 - r0 < ROWS ? o1 - r0 : ROWS);
         const __mmask16 m = (__mmask16)((1u << nr) - 1);
-        unpack_panel(w, r0, nr, nsb, ps);
+        unpack_panel(w, r0, nr, nsb, ps, mf_gemm_ahead(w, r0, ROWS, o1, nt, 32));
 #define TILE_AT(T, t0) tile(T, ps, nsb, act + (size_t)(t0) * act_row, act_row, y + (size_t)(t0) * ldy + r0, ldy, m)
         MF_GEMM_TOKEN_TILES(TILE, nt, TILE_AT);
 #undef TILE_AT

@@ -54,13 +54,15 @@ static size_t scratch_size(int64_t K) { return (size_t)(K / QK) * sizeof(panel_s
  * value 128j + 32v + i (i < 32) is ql[64j + 32(v & 1) + i] (low nibble for v < 2, high for v >= 2)
  * with bits 2v, 2v+1 of qh[32j + i] on top, so the i32 of q[p][4j + v] comes from ql i32
  * 16j + 8(v & 1) + p and qh i32 8j + p. */
-static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, panel_sb *ps, panel_rows *tmp) {
+static void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb, panel_sb *ps, panel_rows *tmp,
+                         const uint8_t *ahead) {
     /* scale pairs (s[4k+h], s[4k+2+h]) at i32 2k+h: words 0 2 1 3 of each group of four */
     const __m256i pairs =
         _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     memset(tmp, 0, sizeof *tmp); /* rows nr..15 stay zero */
     for (int64_t sb = 0; sb < nsb; sb++) {
+        MF_GEMM_STREAM_AHEAD(ahead, sb, ROWS * sizeof(mf_block_q6_K));
         const mf_block_q6_K *b[ROWS];
         for (int r = 0; r < nr; r++) {
             b[r] = (const mf_block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + sb;
@@ -149,15 +151,17 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     for (int64_t r0 = o0; r0 < o1; r0 += ROWS) {
         const int nr = (int)(o1 - r0 < ROWS ? o1 - r0 : ROWS);
         const __mmask16 m = (__mmask16)((1u << nr) - 1);
-        unpack_panel(w, r0, nr, nsb, ps, tmp);
+        unpack_panel(w, r0, nr, nsb, ps, tmp, mf_gemm_ahead(w, r0, ROWS, o1, nt, 32));
 #define TILE_AT(T, t0) tile(T, ps, nsb, act + (size_t)(t0) * act_row, act_row, y + (size_t)(t0) * ldy + r0, ldy, m)
         MF_GEMM_TOKEN_TILES(TILE, nt, TILE_AT);
 #undef TILE_AT
     }
 }
 
-/* min_tokens: from 3 tokens the GEMM beats the ordered dots (896 x 4864, 1 thread: 74 vs 62 GMAC/s; at 2
- * tokens 56 vs 63: the panel unpacking and a short tile's dependency chains are not yet paid back). */
-static const mf_cpu_gemm gemm = {.min_tokens = 3, .scratch_size = scratch_size, .run = run};
+/* min_tokens: from 4 tokens the GEMM beats the eight-row ordered dots with the weights coming from
+ * memory (bench_gemm --cold, 2 threads, Zen 5: 4864 x 1024 at 3 tokens 0.18 vs 0.29 ms dots first,
+ * at 4 level, at 5 0.21 vs 0.30; 1024 x 4864 at 4 0.21 vs 0.24): below, the panel unpacking and a
+ * short tile's dependency chains are not paid back. */
+static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx512(void) { return &gemm; }

@@ -59,9 +59,11 @@ static inline size_t q8a_block_bytes(bool um) { return um ? 10 * 32 : Q8A_BLOCK_
  * the dwords within each 128-bit lane (rows 0-3 and 4-7 share a vector) gathers step p of 8 rows. */
 static inline __attribute__((always_inline)) void q8a_pack(bool um, const mf_weight *w, int64_t ob, int nr,
                                                            int64_t i0, int64_t i1, uint8_t *panel,
-                                                           size_t block_bytes, q8a_load_fn *load) {
+                                                           const uint8_t *ahead, size_t block_bytes,
+                                                           q8a_load_fn *load) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, 8 * block_bytes);
         __m256i r[8];
         uint16_t dh[8], mh[8];
         for (int k = 0; k < 8; k++) {
@@ -151,7 +153,8 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
 }
 
 /* The GEMM's run (cpu_gemm.h) with the type's panel packing. */
-typedef void q8a_pack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
+typedef void q8a_pack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
+                         const uint8_t *ahead);
 
 static inline __attribute__((always_inline)) void q8a_run(bool um, q8a_pack_fn *pack, const mf_weight *w,
                                                           int64_t o0, int64_t o1, const uint8_t *act, size_t act_row,
@@ -176,9 +179,10 @@ static inline __attribute__((always_inline)) void q8a_run(bool um, q8a_pack_fn *
         for (int64_t ob = o0; ob < o1; ob += 8) {
             const int nr = (int)MF_MIN(8, o1 - ob);
             const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const uint8_t *ahead = mf_gemm_ahead(w, ob, 8, o1, nt, 32);
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                pack(w, ob, nr, i0, i1, panel);
+                pack(w, ob, nr, i0, i1, panel, ahead);
                 for (int64_t t = 0; t < n; t++)
                     q8a_token(um, panel, i0, i1, act + (size_t)(tc + t) * act_row, bb, das + t * nb, sas + t * nb,
                               state + t * 9, i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);

@@ -58,7 +58,8 @@ enum {
 };
 
 /* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (block i0 first). */
-typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
+typedef void q8g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
+                           const uint8_t *ahead);
 
 /* The most tokens prepared at once (a multiple of Q8G_TILE); each panel is unpacked once per chunk
  * (with K = 896, 120 tokens a chunk: the unpacking took ~12% of the GEMM's time). At least 120
@@ -120,10 +121,11 @@ typedef __m256i q8g_load_fn(const uint8_t *block);
 /* The per-type repack (q8g_repack_fn) around load: blocks [i0, i1) of rows [ob, ob + nr), rows past
  * nr as zeros. Inlined into each type's repack with its load, so no call remains per block. */
 static inline __attribute__((always_inline)) void q8g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
-                                                                  int64_t i1, uint8_t *panel, size_t block_bytes,
-                                                                  q8g_load_fn *load) {
+                                                                  int64_t i1, uint8_t *panel, const uint8_t *ahead,
+                                                                  size_t block_bytes, q8g_load_fn *load) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     for (int64_t i = i0; i < i1; i++) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, 16 * block_bytes);
         __m256i r[16];
         uint16_t dh[16];
         for (int k = 0; k < 16; k++) {
@@ -236,7 +238,7 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                repack(w, ob, nr, i0, i1, panel);
+                repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
                 for (int64_t t = 0; t < n; t += Q8G_TILE, j++) {
                     mf_gemm_prefetch_step(&pf, j);
                     if (n - t >= Q8G_TILE)

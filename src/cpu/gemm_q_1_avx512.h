@@ -53,7 +53,8 @@ enum {
 };
 
 /* Blocks [i0, i1) of rows [ob, ob + nr) (nr <= 16) of w -> the panel layout above (block i0 first). */
-typedef void q1g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel);
+typedef void q1g_repack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
+                           const uint8_t *ahead);
 
 /* The most tokens in a chunk (a multiple of Q1G_TILE): each panel is unpacked once per chunk. At
  * least 120 tokens, at most a whole prompt of 512. */
@@ -79,8 +80,8 @@ static size_t q1g_scratch_size(int64_t K) {
  * transpose of the 128-bit lanes gathers dword p of rows 0..15. d_w, m_w (and qh) come by one
  * gather each (row offsets as i32: rows under 128 MB). Rows past nr read a zero block. */
 static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weight *w, int64_t ob, int nr, int64_t i0,
-                                                                  int64_t i1, uint8_t *panel, size_t block_bytes,
-                                                                  size_t qs_off, bool has_qh) {
+                                                                  int64_t i1, uint8_t *panel, const uint8_t *ahead,
+                                                                  size_t block_bytes, size_t qs_off, bool has_qh) {
     static const uint8_t zero_block[32] __attribute__((aligned(32)));
     const uint8_t *row[16];
     size_t step[16];
@@ -95,6 +96,7 @@ static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weigh
     const __m512i lo = _mm512_set1_epi8(0x0F);
     const uint8_t *base = (const uint8_t *)w->data + (size_t)ob * w->row_bytes;
     for (int64_t i = i0; i < i1; i++) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, 16 * block_bytes);
         __m512i z[4];
         for (int k = 0; k < 4; k++) {
 #define Q1G_QS(j) _mm_loadu_si128((const __m128i *)(row[4 * k + (j)] + i * step[4 * k + (j)] + qs_off))
@@ -245,7 +247,7 @@ static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack,
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                repack(w, ob, nr, i0, i1, panel);
+                repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
                 for (int64_t t = 0; t < n; t += Q1G_TILE, j++) {
                     mf_gemm_prefetch_step(&pf, j);
                     if (n - t >= Q1G_TILE)
