@@ -92,7 +92,7 @@ int main(void) {
     const bool sanitized = getenv("MINFER_SANITIZED") != NULL;
     const int64_t ns[] = {1, 7, 16, 33, 127, 128, 129, 255, 257, 600, 4864 + 5};
     const int nrs[] = {1, 3, 16, 17, 40};
-    const int ncs[] = {1, 4, 5, 7, 9, 16, 17, 33, 64, 70, 130};
+    const int ncs[] = {1, 2, 3, 4, 5, 7, 9, 16, 17, 33, 64, 70, 130};
     const mf_type types[] = {MF_TYPE_F32, MF_TYPE_F16, MF_TYPE_BF16};
     const int64_t max_n = 4864 + 5;
     const size_t wbytes = (size_t)40 * (size_t)(max_n + 8) * 4 + 256, abytes = (size_t)130 * (size_t)(max_n + 8) * 4 + 256;

@@ -130,6 +130,62 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
     default: fl_block(kind, R, 4, k0, k1, wr, ap, st, first); break;                                           \
     }
 
+/* A few tokens (nc <= 4: a server's decode step of a few sequences, a speculative draft verified):
+ * the tile's packing and passes cost more than they save, and its 16-row blocks read the weights as
+ * 16 interleaved runs the hardware prefetchers do not follow. Here each slice of FS_SLICE values goes
+ * over every weight row in turn, its 32-value steps read once for up to two tokens at a time (four
+ * accumulators each, as the dot; the second pair reads the row's slice again from L1), the
+ * accumulators parked in state between slices, the slice of the row FS_AHEAD rows on prefetched
+ * meanwhile. The steps of 8 and the tail follow per output as in fl_gemm. */
+enum { FS_AHEAD = 8 };
+
+static inline __attribute__((always_inline)) void fl_pair(int kind, const int T, int64_t k0, int64_t k1, const char *wr,
+                                                          const float *ap, __m256 *st, bool first, const char *pf) {
+    const size_t es = fl_size(kind);
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 4; k++) acc[t][k] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + 4 * t + k));
+    for (int64_t i = k0; i < k1; i += 32) {
+        if (pf)
+            for (size_t l = 0; l < es / 2; l++) _mm_prefetch(pf + (size_t)i * es + 64 * l, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256 wv = fl_load8(kind, wr + (size_t)(i + 8 * k) * es);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++)
+                acc[t][k] = _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_SLICE + (i - k0) + 8 * k), acc[t][k]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 4; k++) _mm256_store_ps((float *)(st + 4 * t + k), acc[t][k]);
+}
+
+/* The 32-value steps of every (row, token) into state[(r * 4 + c) * 4 + k]. */
+static inline __attribute__((always_inline)) void fl_few(int kind, int64_t np, int nr, int nc, const char *w,
+                                                         size_t w_stride, const char *a, size_t a_stride, float *apb,
+                                                         __m256 *state) {
+    const size_t es = fl_size(kind);
+    for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
+        const int64_t k1 = MF_MIN(k0 + FS_SLICE, np);
+        for (int c = 0; c < nc; c++) {
+            const char *ac = a + (size_t)c * a_stride;
+            float *d = apb + (size_t)c * FS_SLICE;
+            for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
+        }
+        for (int r = 0; r < nr; r++) {
+            const char *wr = w + (size_t)r * w_stride;
+            const char *pf = np > FS_SLICE && r + FS_AHEAD < nr ? wr + FS_AHEAD * w_stride : NULL;
+            __m256 *st = state + (size_t)r * 16;
+            if (nc == 1) fl_pair(kind, 1, k0, k1, wr, apb, st, k0 == 0, pf);
+            else fl_pair(kind, 2, k0, k1, wr, apb, st, k0 == 0, pf);
+            if (nc == 3) fl_pair(kind, 1, k0, k1, wr, apb + 2 * FS_SLICE, st + 8, k0 == 0, NULL);
+            if (nc == 4) fl_pair(kind, 2, k0, k1, wr, apb + 2 * FS_SLICE, st + 8, k0 == 0, NULL);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w,
                                                           size_t w_stride, const char *a, size_t a_stride, float *out,
                                                           size_t out_stride) {
@@ -144,6 +200,24 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
     float *const apb = scratch;
     __m256 *const state = (__m256 *)(scratch + (size_t)FS_NC * FS_SLICE); /* [row][token][k] */
     const int64_t np = n & ~(int64_t)31;
+    if (nc <= 4 && (size_t)nr * 16 <= (size_t)FS_RB * FS_NC * 4) {
+        fl_few(kind, np, nr, nc, w, w_stride, a, a_stride, apb, state);
+        for (int r = 0; r < nr; r++) {
+            const char *wr = w + (size_t)r * w_stride;
+            for (int c = 0; c < nc; c++) {
+                const char *ac = a + (size_t)c * a_stride;
+                const __m256 *sv = state + (size_t)r * 16 + 4 * c;
+                __m256 acc[4];
+                for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
+                int64_t i = np;
+                for (; i + 8 <= n; i += 8)
+                    acc[0] = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), acc[0]);
+                const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+                out[(size_t)c * out_stride + (size_t)r] = fl_tail(kind, s, wr, ac, i, n);
+            }
+        }
+        return;
+    }
     for (int rb = 0; rb < nr; rb += FS_RB) {
         const int rn = MF_MIN(FS_RB, nr - rb);
         for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
