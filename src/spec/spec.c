@@ -366,6 +366,14 @@ static double expected_tokens(double a, int32_t k) {
     return e;
 }
 
+/* The most expected tokens per unit of cost over the depths allowed, at acceptance a. */
+static double best_rate(double per_token, const mf_spec_params *p, double a) {
+    double best = 0;
+    for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++)
+        best = fmax(best, expected_tokens(a, k) / (1.0 + per_token * k));
+    return best;
+}
+
 /* The depth with the most expected tokens per second; 0 = decode plainly. */
 static int32_t choose_depth(mf_spec *s) {
     const mf_spec_params *p = &s->p;
@@ -375,6 +383,10 @@ static int32_t choose_depth(mf_spec *s) {
     if (s->greedy && s->timed) {
         if (s->m_t1 <= 0) return 0; /* measure a plain pass first */
         if (s->m_slope > 0 && (s->m_td > 0 || !s->dctx)) per_token = (s->m_slope + s->m_td) / s->m_t1;
+        /* a draft model measured before any verification with drafts (its confidence stopped it):
+         * its own cost, not the estimate from its bytes (a small model's step is not bound by its
+         * weights: a Q4_0 135M draft costs half an F16 target's step, not the 0.28 its bytes say) */
+        else if (s->dctx && s->m_td > 0) per_token = p->verify_cost + s->m_td / s->m_t1;
     }
     double best = 1.0;
     int32_t best_k = 0;
@@ -390,6 +402,10 @@ static int32_t choose_depth(mf_spec *s) {
     s->r_probe = false;
     if (best_k == 0) {
         if (s->dctx && s->probe_fail > 0) return 0;
+        /* nor does a draft model probe where even near-certain acceptance would barely pay for its
+         * cost per token (a Q4_0 draft of a Q8_0 target reads more than half the target's bytes):
+         * its catching up alone costs a few steps (a 46-token reply lost 5-13 %) */
+        if (s->dctx && best_rate(per_token, p, 0.95) < 1.2) return 0;
         if (s->plain_run >= 16)
             best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
     }
