@@ -41,10 +41,12 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int v
         if (d8) d.dot8 = d8;
         /* bench_gemm, one thread, 4864 x 896 and 896 x 4864 (Zen 5): the Q8_0, Q5_0 and Q5_1 dot8n
          * ahead of the GEMMs through 4 tokens (Q8_0 at 3: 0.20 vs 0.25 ms; Q5_1 at 2: 0.127 vs
-         * 0.184 ms); Q4_0's at 2 tokens (0.145 vs 0.172 ms), level at 3 and 4; Q4_1's through 3
-         * (2: 0.111 vs 0.141 ms; 3: 0.150 vs 0.162), level at 4 */
+         * 0.184 ms); Q4_1's through 3 (2: 0.111 vs 0.141 ms; 3: 0.150 vs 0.162), level at 4.
+         * Q4_0's through 4 with the weights coming from memory (bench_gemm --cold, 2 threads, 3 and
+         * 4 tokens: 896 x 4864 0.088 vs 0.174 and 0.084 vs 0.180 ms, 1152 x 896 0.024 vs 0.046 and
+         * 0.026 vs 0.036; 4864 x 896 level), though hot in cache the two were level at 3 and 4 */
         d.dot8n = mf_cpu_ordered_dot8n_avx512(t, variant);
-        d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_0 ? 2 : t == MF_TYPE_Q4_1 ? 3 : 4;
+        d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_1 ? 3 : 4;
     }
     return d;
 }
