@@ -208,13 +208,15 @@ static unsigned method_of(const char *m) {
 /* Called by MHD with the raw target, before it splits and decodes it in place; what this returns
  * becomes the request's context, so every request has one from here to on_completed. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
-    (void)c;
     mf_http_request *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->srv = cls;
     r->raw_uri_at = uri;
     r->raw_uri_len = strlen(uri);
     r->raw_uri = strndup(uri, r->raw_uri_len);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->owner = ci ? ci->socket_context : NULL;
+    if (r->owner) r->owner->pending = r;
     return r;
 }
 
@@ -229,14 +231,36 @@ static void free_request(mf_http_request *r) {
     free(r);
 }
 
+static void complete(mf_http_request *r, enum MHD_RequestTerminationCode toe) {
+    if (r->owner) r->owner->pending = NULL;
+    if (r->live) mf_http_live_conn_done(r->live, toe);
+    free_request(r);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode toe) {
     (void)cls;
     (void)c;
     mf_http_request *r = *ctx;
     if (!r) return;
-    if (r->live) mf_http_live_conn_done(r->live, toe);
-    free_request(r);
+    complete(r, toe);
     *ctx = NULL;
+}
+
+/* A connection's record (mf_http_conn) lives from its start to its close; a request still pending
+ * at the close was never completed by MHD and is completed here, as one ended with an error. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)cls;
+    (void)c;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_ctx = calloc(1, sizeof(mf_http_conn)); /* NULL: requests go untracked */
+        return;
+    }
+    mf_http_conn *cc = *socket_ctx;
+    if (!cc) return;
+    if (cc->pending) complete(cc->pending, MHD_REQUEST_TERMINATED_WITH_ERROR);
+    free(cc);
+    *socket_ctx = NULL;
 }
 
 typedef struct header_check {
@@ -471,7 +495,8 @@ mf_status mf_http_server_start(mf_http_server *s) {
     errno = 0;
     s->daemon = MHD_start_daemon(flags, s->p.port, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR,
                                  (struct sockaddr *)&s->addr, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
                                  s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;

@@ -86,9 +86,17 @@ typedef struct mf_http_resp_header {
     char *name, *value;
 } mf_http_resp_header;
 
+/* Per connection: the request between on_uri and on_completed. libmicrohttpd 0.9.75 closes some
+ * connections that fail twice while reading a request (a second error response) without calling
+ * the completion callback; the connection's close notification frees what is still pending. */
+typedef struct mf_http_conn {
+    struct mf_http_request *pending;
+} mf_http_conn;
+
 struct mf_http_request {
     mf_http_server *srv;
     struct MHD_Connection *conn;
+    mf_http_conn *owner; /* the connection's record, or NULL */
     /* The raw target, copied when MHD logs it (before it decodes in place), and where it was. */
     char *raw_uri;
     const char *raw_uri_at;
