@@ -22,10 +22,13 @@
 
 /* Which kernels a backend runs: the SIMD level (one this CPU supports) and whether quantized
  * matmuls, SwiGLU and F32-cache attention follow llama.cpp's float order (x86 with AVX2 or AVX-512,
- * MF_ORDER_EXACT) or the SIMD kernels' own. Every kernel takes it; nothing is chosen process-wide. */
+ * MF_ORDER_EXACT) or the SIMD kernels' own, with the dispatch table of that pair (cpu_dispatch.h),
+ * which names every kernel. Every kernel takes it; nothing is chosen process-wide. */
+struct mf_cpu_kernels;
 typedef struct mf_cpu_cfg {
     mf_simd_level level;
     bool ordered;
+    const struct mf_cpu_kernels *k;
 } mf_cpu_cfg;
 /* The configuration for a context's instruction set and float order (AUTO, or a level this CPU
  * lacks, resolves as mf_isa_resolve does). */

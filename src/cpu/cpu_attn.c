@@ -4,6 +4,7 @@
  * online softmax (AVX-512, AVX2 or portable C) serves the F16 cache and MINFER_ORDER=fast; an F32
  * cache with the ordered kernels on repeats llama.cpp's order. */
 #include "cpu/cpu_attn.h"
+#include "cpu/cpu_dispatch.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
 
@@ -181,25 +182,11 @@ void mf_cpu_attention_ordered_ref(const mf_attn_params *ap, const mf_kv_cache *k
 
 void mf_cpu_attention(const mf_cpu_cfg *cfg, const mf_attn_params *ap, const mf_kv_cache *kv, const float *q,
                       float *out, int64_t u0, int64_t u1, float *scores) {
-#if defined(__x86_64__)
-    const bool avx512 = cfg->level == MF_SIMD_AVX512;
-    if (kv->type == MF_TYPE_F32 && cfg->ordered) {
-        if (avx512)
-            mf_cpu_attention_ordered_avx512(ap, kv, q, out, u0, u1, scores);
-        else
-            mf_cpu_attention_ordered_ref(ap, kv, q, out, u0, u1, scores);
-        return;
-    }
-    if (avx512) {
-        mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx512);
-        return;
-    }
-    if (cfg->level == MF_SIMD_AVX2) {
-        mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_avx2,
-                                    mf_cpu_attn_tile_rows_wide(ap->head_dim));
-        return;
-    }
-#endif
-    (void)scores, (void)cfg;
-    mf_cpu_attention_flash(ap, kv, q, out, u0, u1, mf_cpu_attn_tile_c);
+    const mf_cpu_kernels *k = cfg->k;
+    if (kv->type == MF_TYPE_F32 && k->attn_f32_ordered)
+        k->attn_f32_ordered(ap, kv, q, out, u0, u1, scores);
+    else if (k->attn_wide_rows)
+        mf_cpu_attention_flash_rows(ap, kv, q, out, u0, u1, k->attn_tile, mf_cpu_attn_tile_rows_wide(ap->head_dim));
+    else
+        mf_cpu_attention_flash(ap, kv, q, out, u0, u1, k->attn_tile);
 }

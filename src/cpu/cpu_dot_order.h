@@ -44,10 +44,11 @@ typedef struct mf_cpu_ordered_dots {
  * batch invariance), so its prefills match llama.cpp's but for the remainder rows. */
 enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 
-/* The ordered dots for this weight under cfg, or all NULL where there are none (no such
- * kernel, not x86, or cfg is not ordered: the scalar level or MF_ORDER_FAST). llama.cpp repacks every Q4_0 and Q4_K
- * matmul weight with a multiple of 8 rows (a tied lm_head too: it loads a second copy). One order
- * per weight: every token, alone or in a batch of any size, gets the same float steps. */
+/* The ordered dots for this weight under cfg (its entry in the dispatch table, cpu_dispatch.h), or
+ * all NULL where there are none (no such kernel, not x86, or cfg is not ordered: the scalar level or
+ * MF_ORDER_FAST). llama.cpp repacks every Q4_0 and Q4_K matmul weight with a multiple of 8 rows (a
+ * tied lm_head too: it loads a second copy). One order per weight: every token, alone or in a
+ * batch of any size, gets the same float steps. */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weight *w);
 
 /* Plain scalar twin of the repacked Q4_K order (cpu_dot_order_ref.c; any CPU), bit for bit the
@@ -55,7 +56,8 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weig
 float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a);
 
 #if defined(__x86_64__)
-/* The AVX2 set (AVX2 + FMA + F16C required). */
+/* What the x86 files offer the dispatch table (cpu_dispatch.c decides which serves where). The
+ * AVX2 set (AVX2 + FMA + F16C required). */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant);
 /* A level's ordered dots for (t, variant): the AVX2 set, with the AVX-512 one-row (plain order) and
  * eight-row dots in their place at the AVX-512 level (bit-identical either way). */

@@ -12,20 +12,11 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
+#include "simd/x86_common.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-/* ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
-static inline float hsum8(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 /* i32 lane p = sum of u[i] * s[i] over bytes i = 4p..4p+3 (u unsigned <= 255, s signed; the
  * callers keep every pair sum within int16). */
@@ -37,24 +28,6 @@ static inline __m256i lanes_us(__m256i u, __m256i s) {
 static inline __m256i lanes_ss(__m256i x, __m256i y) {
     return lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
-
-/* 16 bytes of nibbles -> 32 bytes: low nibbles are values 0..15, high nibbles 16..31. */
-static inline __m256i nib32(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
-}
-
-/* Bit j of the little-endian u32 at qh -> 0x10 in byte j. */
-static inline __m256i bit5_32(const uint8_t *qh) {
-    uint32_t x;
-    memcpy(&x, qh, 4);
-    const __m256i pick = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), pick);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit), _mm256_set1_epi8(0x10));
-}
-
-static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* ---- the dots: one step per block, the same steps for one row or four ----
  * A step updates one output's state; ORDERED_DOT makes the one-row dot and a four-row variant that
@@ -85,8 +58,8 @@ typedef struct {
         name##_n(4, n, w, ws, a, out);                                                                                 \
     }
 
-static inline float fin_acc(const ord_state *st) { return hsum8(st->acc); }
-static inline float fin_acc_s(const ord_state *st) { return hsum8(st->acc) + st->s; }
+static inline float fin_acc(const ord_state *st) { return mf_x86_hsum8(st->acc); }
+static inline float fin_acc_s(const ord_state *st) { return mf_x86_hsum8(st->acc) + st->s; }
 static inline float fin_s(const ord_state *st) { return st->s; }
 static inline float fin_s_sm(const ord_state *st) { return st->s - st->sm; }
 
@@ -102,21 +75,22 @@ static inline __m256 dprod(const void *w, const void *a) {
 
 static inline void st_q8_0(const mf_block_q8_0 *w, const mf_block_q8_0 *a, ord_state *st) {
     const __m256 d = dprod(w, a);
-    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(load32(w->qs), load32(a->qs))), st->acc);
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(mf_x86_load(w->qs), mf_x86_load(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q8_0, mf_block_q8_0, mf_block_q8_0, 32, st_q8_0, fin_acc)
 
 static inline void st_q4_0(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
     const __m256 d = dprod(w, a);
-    const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
-    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
+    const __m256i q = _mm256_sub_epi8(mf_x86_nibbles32(w->qs), _mm256_set1_epi8(8));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, mf_x86_load(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q4_0, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0, fin_acc)
 
 static inline void st_q5_0(const mf_block_q5_0 *w, const mf_block_q8_0 *a, ord_state *st) {
     const __m256 d = dprod(w, a);
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nib32(w->qs), bit5_32(w->qh)), _mm256_set1_epi8(16));
-    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, load32(a->qs))), st->acc);
+    const __m256i q =
+        _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(w->qs), mf_x86_bit5_32(w->qh)), _mm256_set1_epi8(16));
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, mf_x86_load(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q5_0, mf_block_q5_0, mf_block_q8_0, 32, st_q5_0, fin_acc)
 
@@ -132,7 +106,7 @@ static inline void st_q4_1(const mf_block_q4_1 *w, const mf_block_q8_1 *a, ord_s
     const __m128 prod = _mm_mul_ps(f, _mm_movehl_ps(f, f)); /* d_w * d_a, m_w * s_a (unused) */
     st->s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(f, f, 1)), _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)), st->s);
     const __m256 d = _mm256_broadcastss_ps(prod);
-    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_us(nib32(w->qs), load32(a->qs))), st->acc);
+    st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_us(mf_x86_nibbles32(w->qs), mf_x86_load(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q4_1, mf_block_q4_1, mf_block_q8_1, 32, st_q4_1, fin_acc_s)
 
@@ -141,9 +115,9 @@ static inline void st_q5_1(const mf_block_q5_1 *w, const mf_block_q8_1 *a, ord_s
     const __m128 f = scales4(w, a);
     const __m128 prod = _mm_mul_ps(f, _mm_movehl_ps(f, f));
     st->s = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(f, f, 1)), _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)), st->s);
-    const __m256i q = _mm256_or_si256(nib32(w->qs), bit5_32(w->qh));
+    const __m256i q = _mm256_or_si256(mf_x86_nibbles32(w->qs), mf_x86_bit5_32(w->qh));
     const __m256 d = _mm256_broadcastss_ps(prod);
-    st->acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes_us(q, load32(a->qs))), d, st->acc);
+    st->acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes_us(q, mf_x86_load(a->qs))), d, st->acc);
 }
 ORDERED_DOT(dot_q5_1, mf_block_q5_1, mf_block_q8_1, 32, st_q5_1, fin_acc_s)
 
@@ -173,16 +147,16 @@ static inline int32_t k4_min_sum(const uint8_t mn[8], const int16_t *bsums) {
 
 /* Lanes of 32 unsigned weight bytes q (<= 63) times 32 activations, scaled by one int16 scale. */
 static inline __m256i k_lanes(__m256i q, const int8_t *a, int16_t scale) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(a)), _mm256_set1_epi16(scale));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, mf_x86_load(a)), _mm256_set1_epi16(scale));
 }
 
 /* Q4_K/Q5_K super-block lanes: sub-blocks 2c and 2c+1 are the low and high nibbles of qs chunk c;
  * Q5_K's qh gives the fifth bits (bit 2c / 2c+1 of qh[k] for value k); NULL for Q4_K. */
 static inline __m256i k4_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, const uint8_t sc[8]) {
     __m256i sum = _mm256_setzero_si256();
-    const __m256i hbits = qh ? load32(qh) : _mm256_setzero_si256();
+    const __m256i hbits = qh ? mf_x86_load(qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        const __m256i bits = load32(qs + 32 * c);
+        const __m256i bits = mf_x86_load(qs + 32 * c);
         __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
         if (qh) {
@@ -200,7 +174,7 @@ static inline __m256i k4_sum(const uint8_t *qs, const uint8_t *qh, const int8_t 
 /* Q4_K keeps its minimums in four float lanes: lane m gets fma(dmin, mins[2m] * S[2m] +
  * mins[2m+1] * S[2m+1]) with S[j] the activation sum of sub-block j; (m0+m2) + (m1+m3) at the end. */
 static inline void st_q4_K(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
-    const float d = a->d * h2f(w->d), dmin = -a->d * h2f(w->dmin);
+    const float d = a->d * mf_x86_h2f(w->d), dmin = -a->d * mf_x86_h2f(w->dmin);
     uint8_t sc[8], mn[8];
     k4_scales(w->scales, sc, mn);
     const int16_t *bs = a->bsums;
@@ -214,12 +188,12 @@ static inline void st_q4_K(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_s
 static inline float fin_q4_K(const ord_state *st) {
     __m128 m = _mm_add_ps(st->accm, _mm_movehl_ps(st->accm, st->accm));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return hsum8(st->acc) + _mm_cvtss_f32(m);
+    return mf_x86_hsum8(st->acc) + _mm_cvtss_f32(m);
 }
 ORDERED_DOT(dot_q4_K, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K, fin_q4_K)
 
 static inline void st_q5_K(const mf_block_q5_K *w, const mf_block_q8_K *a, ord_state *st) {
-    const float d = a->d * h2f(w->d), dmin = -a->d * h2f(w->dmin);
+    const float d = a->d * mf_x86_h2f(w->d), dmin = -a->d * mf_x86_h2f(w->dmin);
     uint8_t sc[8], mn[8];
     k4_scales(w->scales, sc, mn);
     st->s = fmaf(dmin, (float)k4_min_sum(mn, a->bsums), st->s);
@@ -230,7 +204,7 @@ ORDERED_DOT(dot_q5_K, mf_block_q5_K, mf_block_q8_K, 256, st_q5_K, fin_acc_s)
 /* Q6_K: unsigned 6-bit q against the activations, minus 32 * sum(scale * activation) taken per
  * 32 consecutive values (lane p gets values 32p..32p+31 of the super-block, from bsums). */
 static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_state *st) {
-    const float d = a->d * h2f(w->d);
+    const float d = a->d * mf_x86_h2f(w->d);
     /* the 16 scales as int16; the offsets 32 * (S[2p] sc[2p] + S[2p+1] sc[2p+1]) in lane p */
     const __m128i sc8 = _mm_loadu_si128((const __m128i *)w->scales);
     const __m256i off = _mm256_slli_epi32(
@@ -241,7 +215,8 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
         /* scales 8j..8j+7 as int16 in both 128-bit lanes; pick[v] spreads scale 2v over the low lane
          * and 2v+1 over the high lane (bytes 0..15 and 16..31 of the 32 values) */
         const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(j ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
-        const __m256i l0 = load32(w->ql + 64 * j), l1 = load32(w->ql + 64 * j + 32), h = load32(w->qh + 32 * j);
+        const __m256i l0 = mf_x86_load(w->ql + 64 * j), l1 = mf_x86_load(w->ql + 64 * j + 32);
+        const __m256i h = mf_x86_load(w->qh + 32 * j);
         const __m256i q[4] = {
             _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
             _mm256_or_si256(_mm256_and_si256(l1, m4),
@@ -256,7 +231,7 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
             const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
                                                   lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
                                                   hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
-            const __m256i p16 = _mm256_maddubs_epi16(q[v], load32(a->qs + 128 * j + 32 * v));
+            const __m256i p16 = _mm256_maddubs_epi16(q[v], mf_x86_load(a->qs + 128 * j + 32 * v));
             sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, _mm256_shuffle_epi8(s16, pick)));
         }
     }
@@ -270,16 +245,9 @@ ORDERED_DOT(dot_q6_K, mf_block_q6_K, mf_block_q8_K, 256, st_q6_K, fin_acc)
  * keeps its minimums in a second chain, fma(exact sum of mins * activation sums, dmin_w * d_a),
  * and returns acc - acc_min, both chains stepped once per 64 values (a pair of sub-blocks), as
  * llama.cpp's GEMM steps each token row (cpu_dot_order.h: that order for every token). */
-static inline int32_t hsum_i32(__m256i v) {
-    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
-    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
-    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
-    return _mm_cvtsi128_si32(r);
-}
-
 static inline void st_q4_0_rp(const mf_block_q4_0 *w, const mf_block_q8_0 *a, ord_state *st) {
-    const __m256i q = _mm256_sub_epi8(nib32(w->qs), _mm256_set1_epi8(8));
-    st->s = fmaf((float)hsum_i32(lanes_ss(q, load32(a->qs))), _mm256_cvtss_f32(dprod(w, a)), st->s);
+    const __m256i q = _mm256_sub_epi8(mf_x86_nibbles32(w->qs), _mm256_set1_epi8(8));
+    st->s = fmaf((float)mf_x86_hsum8_i32(lanes_ss(q, mf_x86_load(a->qs))), _mm256_cvtss_f32(dprod(w, a)), st->s);
 }
 ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
 
@@ -328,12 +296,12 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int
         __m256i q[8];
         for (int r = 0; r < 8; r++) {
             x[r] = (const mf_block_q4_0 *)(wb + (size_t)r * ws) + i;
-            q[r] = nib32(x[r]->qs);
+            q[r] = mf_x86_nibbles32(x[r]->qs);
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x(halves4(x[4], x[5], x[6], x[7]), halves4(x[0], x[1], x[2], x[3])));
         for (int t = 0; t < nt; t++) {
             const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
-            const __m256i av = load32(ab->qs);
+            const __m256i av = mf_x86_load(ab->qs);
             __m256i l[8];
             for (int r = 0; r < 8; r++) l[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), ones16);
             const __m256i h0 = sum4_rows(l[0], l[1], l[2], l[3]), h1 = sum4_rows(l[4], l[5], l[6], l[7]);
@@ -344,7 +312,7 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int
             s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
             s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
             sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(s, 3));
-            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d)));
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d)));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
         }
     }
@@ -368,7 +336,7 @@ static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, or
     k4_scales(w->scales, sc, mn);
     __m256i l[4];
     for (int c = 0; c < 4; c++) {
-        const __m256i bits = load32(w->qs + 32 * c);
+        const __m256i bits = mf_x86_load(w->qs + 32 * c);
         const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
         l[c] = _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]),
@@ -380,7 +348,7 @@ static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, or
     const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     const __m128 msum = _mm_cvtepi32_ps(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)), s8));
-    const float d = h2f(w->d) * a->d, dm = h2f(w->dmin) * a->d;
+    const float d = mf_x86_h2f(w->d) * a->d, dm = mf_x86_h2f(w->dmin) * a->d;
     float is[4], ms[4];
     _mm_storeu_ps(is, isum), _mm_storeu_ps(ms, msum);
     for (int c = 0; c < 4; c++) {
@@ -410,9 +378,9 @@ static inline __m256 scales8_avx2(const uint8_t *w, size_t ws, size_t bi) {
 
 /* The signed weight bytes of a Q8_0 or Q5_0 block, as st_q8_0 / st_q5_0 form them. */
 static inline __m256i signed_w(bool q5, const uint8_t *b) {
-    if (!q5) return load32(((const mf_block_q8_0 *)b)->qs);
+    if (!q5) return mf_x86_load(((const mf_block_q8_0 *)b)->qs);
     const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
-    return _mm256_sub_epi8(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(x->qs), mf_x86_bit5_32(x->qh)), _mm256_set1_epi8(16));
 }
 
 /* Against nt (1..4) activation rows: each row's signed weight bytes and |w| are formed once per
@@ -437,8 +405,8 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
         __m256i av[4];
         for (int t = 0; t < nt; t++) {
             const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
-            av[t] = load32(ab->qs);
-            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d))));
+            av[t] = mf_x86_load(ab->qs);
+            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d))));
         }
         for (int r = 0; r < 8; r++) {
             const __m256i x = signed_w(q5, w + (size_t)r * ws + (size_t)i * bs);
@@ -450,7 +418,7 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
         }
     }
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]);
+        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = mf_x86_hsum8(acc[t][r]);
 }
 
 /* Q4_1 and Q5_1 (st_q4_1 / st_q5_1) against nt (1..4) activation rows, in the same arrangement:
@@ -476,14 +444,14 @@ static inline __attribute__((always_inline)) void dot8n_min32_avx2(bool q5, cons
         __m256i av[4];
         for (int t = 0; t < nt; t++) {
             const mf_block_q8_1 *ab = (const mf_block_q8_1 *)(a + (size_t)t * as) + i;
-            av[t] = load32(ab->qs);
-            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(h2f(ab->d))));
-            sm[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(h2f(ab->s)), sm[t]);
+            av[t] = mf_x86_load(ab->qs);
+            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d))));
+            sm[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(mf_x86_h2f(ab->s)), sm[t]);
         }
         for (int r = 0; r < 8; r++) {
             const uint8_t *b = w + (size_t)r * ws + bi;
-            const __m256i q = q5 ? _mm256_or_si256(nib32(((const mf_block_q5_1 *)b)->qs), bit5_32(((const mf_block_q5_1 *)b)->qh))
-                                 : nib32(((const mf_block_q4_1 *)b)->qs);
+            const __m256i q = q5 ? _mm256_or_si256(mf_x86_nibbles32(((const mf_block_q5_1 *)b)->qs), mf_x86_bit5_32(((const mf_block_q5_1 *)b)->qh))
+                                 : mf_x86_nibbles32(((const mf_block_q4_1 *)b)->qs);
             for (int t = 0; t < nt; t++) {
                 const __m256i l = lanes_us(q, av[t]);
                 acc[t][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][r]), _mm256_cvtepi32_ps(l), acc[t][r]);
@@ -493,7 +461,7 @@ static inline __attribute__((always_inline)) void dot8n_min32_avx2(bool q5, cons
     for (int t = 0; t < nt; t++) {
         float s8[8];
         _mm256_storeu_ps(s8, sm[t]);
-        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = hsum8(acc[t][r]) + s8[r];
+        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = mf_x86_hsum8(acc[t][r]) + s8[r];
     }
 }
 

@@ -5,16 +5,12 @@
  * One-row dots: two blocks share a 512-bit register (block i in i32 lanes 0..7, block i+1 in 8..15). */
 #include "cpu/cpu_exp_avx512.h"
 #include "cpu/cpu_dot_order.h"
+#include "simd/x86_common.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
-
-static inline __m256i nib32(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
-}
 
 /* Bit j of the little-endian u32 at qh -> 0x10 in byte j. */
 static inline __m256i bit5_32(const uint8_t *qh) {
@@ -36,13 +32,6 @@ static inline __m512 lanes_u(__m512i u, __m512i y) {
 static inline __m512 lanes_s(__m512i v, __m512i y) {
     const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), _mm512_setzero_si512(), y);
     return lanes_u(_mm512_abs_epi8(v), ys);
-}
-
-static inline float hsum8(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
 }
 
 /* The two fma steps of a block pair: acc = fma(d0, lanes of block i, acc), then block i+1. */
@@ -67,12 +56,13 @@ static inline __m512i values(int kind, const uint8_t *wb, size_t bs) {
     switch (kind) {
     case K_Q4_0: {
         const mf_block_q4_0 *x = (const mf_block_q4_0 *)wb, *y = (const mf_block_q4_0 *)(wb + bs);
-        return _mm512_sub_epi8(pair(nib32(x->qs), nib32(y->qs)), _mm512_set1_epi8(8));
+        return _mm512_sub_epi8(pair(mf_x86_nibbles32(x->qs), mf_x86_nibbles32(y->qs)), _mm512_set1_epi8(8));
     }
     case K_Q5_0: {
         const mf_block_q5_0 *x = (const mf_block_q5_0 *)wb, *y = (const mf_block_q5_0 *)(wb + bs);
         return _mm512_sub_epi8(
-            pair(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_or_si256(nib32(y->qs), bit5_32(y->qh))),
+            pair(_mm256_or_si256(mf_x86_nibbles32(x->qs), bit5_32(x->qh)),
+                 _mm256_or_si256(mf_x86_nibbles32(y->qs), bit5_32(y->qh))),
             _mm512_set1_epi8(16));
     }
     case K_Q8_0: {
@@ -81,11 +71,12 @@ static inline __m512i values(int kind, const uint8_t *wb, size_t bs) {
     }
     case K_Q4_1: {
         const mf_block_q4_1 *x = (const mf_block_q4_1 *)wb, *y = (const mf_block_q4_1 *)(wb + bs);
-        return pair(nib32(x->qs), nib32(y->qs));
+        return pair(mf_x86_nibbles32(x->qs), mf_x86_nibbles32(y->qs));
     }
     default: {
         const mf_block_q5_1 *x = (const mf_block_q5_1 *)wb, *y = (const mf_block_q5_1 *)(wb + bs);
-        return pair(_mm256_or_si256(nib32(x->qs), bit5_32(x->qh)), _mm256_or_si256(nib32(y->qs), bit5_32(y->qh)));
+        return pair(_mm256_or_si256(mf_x86_nibbles32(x->qs), bit5_32(x->qh)),
+                    _mm256_or_si256(mf_x86_nibbles32(y->qs), bit5_32(y->qh)));
     }
     }
 }
@@ -130,7 +121,7 @@ static inline float dot32(int kind, int64_t n, const uint8_t *w, size_t bs, cons
         acc = kind == K_Q5_1 ? _mm256_fmadd_ps(f, d, acc) : _mm256_fmadd_ps(d, f, acc);
         if (mins) s = fmaf(_cvtsh_ss(mw), _cvtsh_ss(sa), s);
     }
-    return hsum8(acc) + s;
+    return mf_x86_hsum8(acc) + s;
 }
 
 static float dot_q4_0(int64_t n, const void *w, const void *a) { return dot32(K_Q4_0, n, w, sizeof(mf_block_q4_0), a); }
@@ -190,8 +181,8 @@ static inline __m512 spread2(__m256 x, int p) {
 /* Row 2p's result from the low half, row 2p+1's from the high half, each by hsum8. */
 static inline void store_pairs(const __m512 acc[4], float *out) {
     for (int p = 0; p < 4; p++) {
-        out[2 * p] = hsum8(_mm512_castps512_ps256(acc[p]));
-        out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p], 1));
+        out[2 * p] = mf_x86_hsum8(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = mf_x86_hsum8(_mm512_extractf32x8_ps(acc[p], 1));
     }
 }
 
@@ -340,7 +331,7 @@ static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, flo
 
 /* Q4_1 and Q5_1 in the plain order with minimums (st_q4_1 / st_q5_1 in cpu_dot_order_avx2.c): per
  * block, acc = fma(d_w * d_a, lanes, acc) with lane p the exact sum of q * a over bytes 4p..4p+3 (q
- * the unsigned 4- or 5-bit code, straight into vpdpbusd), and s = fma(m_w, s_a, s); hsum8(acc) + s
+ * the unsigned 4- or 5-bit code, straight into vpdpbusd), and s = fma(m_w, s_a, s); mf_x86_hsum8(acc) + s
  * at the end. As in dot8_q4_0_rp, a register holds four rows' 16 code bytes (row k in quarter k):
  * its low nibbles (values 0..15) against the activation's first 16 bytes give lanes 0..3 of each
  * row, its high nibbles lanes 4..7, so the float chains live in two registers per four rows, lo
@@ -406,7 +397,7 @@ static inline __attribute__((always_inline)) void dot8n_min32(int kind, const in
         for (int r = 0; r < 8; r++) {
             const int g = r / 4, k = r % 4;
             const __m256 v = _mm256_setr_m128(_mm_loadu_ps(l[g] + 4 * k), _mm_loadu_ps(u[g] + 4 * k));
-            out[(size_t)t * os + r] = hsum8(v) + sm[2 * r + 1];
+            out[(size_t)t * os + r] = mf_x86_hsum8(v) + sm[2 * r + 1];
         }
     }
 }
@@ -660,7 +651,7 @@ static void dot8_q4_K_rp(int64_t n, const void *w, size_t ws, const void *a, flo
 /* Q5_K in the plain order (st_q5_K in cpu_dot_order_avx2.c): per super-block, acc = fma(d_a * d_w,
  * lanes, acc) with lane p = sum over the eight sub-blocks j of sc[j] * (q * a over bytes 4p..4p+3 of
  * sub-block j), q the 5-bit code; s = fma(-d_a * dmin_w, (float)msum, s), msum = sum over j of
- * mn[j] * (activation sum of sub-block j); hsum8(acc) + s at the end. Rows 2p, 2p+1 share a
+ * mn[j] * (activation sum of sub-block j); mf_x86_hsum8(acc) + s at the end. Rows 2p, 2p+1 share a
  * register: qs chunk c of each (sub-blocks 2c, 2c+1 in the low and high nibbles), the fifth bits
  * from their qh (bit 2c / 2c+1 of byte k, rotated to bit 4 of the byte), maddubs against sub-block
  * 2c's (2c+1's) activations in both halves, then vpdpwssd by the row's scale spread over its half,
@@ -710,8 +701,8 @@ static void dot8_q5_K(int64_t n, const void *w, size_t ws, const void *a, float 
     float sv[8];
     _mm256_storeu_ps(sv, s);
     for (int p = 0; p < 4; p++) {
-        out[2 * p] = hsum8(_mm512_castps512_ps256(acc[p])) + sv[2 * p];
-        out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p], 1)) + sv[2 * p + 1];
+        out[2 * p] = mf_x86_hsum8(_mm512_castps512_ps256(acc[p])) + sv[2 * p];
+        out[2 * p + 1] = mf_x86_hsum8(_mm512_extractf32x8_ps(acc[p], 1)) + sv[2 * p + 1];
     }
 }
 

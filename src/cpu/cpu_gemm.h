@@ -27,8 +27,9 @@ typedef struct mf_cpu_gemm {
                 float *y, size_t ldy, void *scratch);
 } mf_cpu_gemm;
 
-/* The GEMM for this weight, or NULL (no GEMM for its type or order on this CPU, or the ordered
- * kernels are off: then the SIMD kernels' own multi-row tiles serve). */
+/* The GEMM for this weight (its entry in the dispatch table, cpu_dispatch.h), or NULL (no GEMM for
+ * its type or order on this CPU, or the ordered kernels are off: then the SIMD kernels' own
+ * multi-row tiles serve). */
 const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w);
 
 #if defined(__x86_64__)

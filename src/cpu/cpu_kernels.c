@@ -2,8 +2,7 @@
  * path where it matters for agreement: activations quantized per row to the weight's dot type,
  * RMSNorm sums in double, RoPE angles by repeated multiplication, softmax sums in double. */
 #include "cpu/cpu.h"
-#include "cpu/cpu_dot_order.h"
-#include "cpu/cpu_gemm.h"
+#include "cpu/cpu_dispatch.h"
 #include "simd/simd.h"
 
 #include <math.h>
@@ -12,69 +11,13 @@
 
 /* ---- matmul ---- */
 
-/* The activation format, its quantizer (NULL: the F32 rows are used as they are) and the dot for
- * weights of type t; false when the CPU has no kernel for t. */
-static bool resolve_dot(mf_simd_level level, mf_type t, mf_type *act, mf_quantize_fn *quant, mf_vec_dot_fn *dot) {
-    *dot = mf_simd_vec_dot_at(level, t);
-    *act = mf_type_get_traits(t)->vec_dot_type;
-    *quant = *act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row_at(level, *act);
-    return *dot && (*act == MF_TYPE_F32 || *quant);
-}
-
-mf_cpu_cfg mf_cpu_cfg_for(mf_isa isa, mf_float_order order) {
-    const mf_simd_level level = (mf_simd_level)(mf_isa_resolve(isa) - 1);
-#if defined(__x86_64__)
-    const bool ordered = order == MF_ORDER_EXACT && (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512);
-#else
-    const bool ordered = false;
-    (void)order;
-#endif
-    return (mf_cpu_cfg){level, ordered};
-}
-
-#if defined(__x86_64__)
-mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int variant) {
-    mf_cpu_ordered_dots d = mf_cpu_ordered_dots_avx2(t, variant);
-    if (d.dot && level == MF_SIMD_AVX512) {
-        if (variant == MF_ORDER_PLAIN && mf_cpu_ordered_dot_avx512(t)) d.dot = mf_cpu_ordered_dot_avx512(t);
-        const mf_cpu_dot4_fn d8 = mf_cpu_ordered_dot8_avx512(t, variant);
-        if (d8) d.dot8 = d8;
-        /* bench_gemm, one thread, 4864 x 896 and 896 x 4864 (Zen 5): the Q8_0, Q5_0 and Q5_1 dot8n
-         * ahead of the GEMMs through 4 tokens (Q8_0 at 3: 0.20 vs 0.25 ms; Q5_1 at 2: 0.127 vs
-         * 0.184 ms); Q4_1's through 3 (2: 0.111 vs 0.141 ms; 3: 0.150 vs 0.162), level at 4.
-         * Q4_0's through 4 with the weights coming from memory (bench_gemm --cold, 2 threads, 3 and
-         * 4 tokens: 896 x 4864 0.088 vs 0.174 and 0.084 vs 0.180 ms, 1152 x 896 0.024 vs 0.046 and
-         * 0.026 vs 0.036; 4864 x 896 level), though hot in cache the two were level at 3 and 4 */
-        d.dot8n = mf_cpu_ordered_dot8n_avx512(t, variant);
-        d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_1 ? 3 : 4;
-    }
-    return d;
-}
-#endif
-
-mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
-#if defined(__x86_64__)
-    if (cfg->ordered) {
-        const bool repacked = (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0;
-        return mf_cpu_ordered_dots_at(cfg->level, w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN);
-    }
-#endif
-    (void)w, (void)cfg;
-    return (mf_cpu_ordered_dots){NULL, NULL, NULL, NULL, 0};
-}
-
 bool mf_cpu_type_supported(mf_type t) {
-    mf_type act;
-    mf_quantize_fn q;
-    mf_vec_dot_fn d;
-    return mf_type_get_traits(t)->dequantize && resolve_dot(MF_SIMD_SCALAR, t, &act, &q, &d);
+    return mf_type_get_traits(t)->dequantize && mf_cpu_kernels_get(MF_SIMD_SCALAR, false)->mm[t][0].dot;
 }
 
 mf_type mf_cpu_matmul_act_type(const mf_weight *w) {
-    mf_type act;
-    mf_quantize_fn q;
-    mf_vec_dot_fn d;
-    return resolve_dot(MF_SIMD_SCALAR, w->type, &act, &q, &d) && q ? act : MF_TYPE_F32;
+    const mf_cpu_mm_kernels *k = &mf_cpu_kernels_get(MF_SIMD_SCALAR, false)->mm[w->type][0];
+    return k->dot && k->quant ? k->act : MF_TYPE_F32;
 }
 
 /* The quantized activation rows, then (for a GEMM) each thread's scratch, 64-byte aligned. */
@@ -92,14 +35,10 @@ static bool use_gemm(const mf_cpu_gemm *g, const mf_cpu_ordered_dots *d, int64_t
 }
 
 size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads) {
-    mf_type act;
-    mf_quantize_fn q;
-    mf_vec_dot_fn d;
-    if (!resolve_dot(cfg->level, w->type, &act, &q, &d) || act == MF_TYPE_F32) return 0;
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(cfg, w);
-    const mf_cpu_ordered_dots od = mf_cpu_ordered_dots_for(cfg, w);
-    const size_t scratch = use_gemm(g, &od, nt) ? gemm_scratch(g, w->ne[0]) * (size_t)n_threads : 0;
-    return act_bytes(act, w->ne[0], nt) + scratch + 64; /* + 64: the caller's buffer need not be aligned */
+    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
+    if (!k->dot || !k->quant) return 0;
+    const size_t scratch = use_gemm(k->gemm, &k->ord, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
+    return act_bytes(k->act, w->ne[0], nt) + scratch + 64; /* + 64: the caller's buffer need not be aligned */
 }
 
 typedef struct {
@@ -221,18 +160,15 @@ void mf_cpu_matmul(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, con
 
 void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b,
                            const float *x, float *y, int64_t nt, void *work, bool act_ready) {
+    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
+    MF_ASSERT(k->dot);
+    const mf_type act = k->act;
+    /* the ordered dots (llama.cpp's float order, the same for every token) or the level's tile */
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
-    mf_type act;
-    MF_ASSERT(resolve_dot(cfg->level, w->type, &act, &m.quant, &m.dot));
-    m.gemm = mf_simd_gemm_at(cfg->level, w->type);
-    m.ord = mf_cpu_ordered_dots_for(cfg, w); /* llama.cpp's float order: bit-identical outputs */
-    if (m.ord.dot) m.gemm = NULL;
-    if (m.ord.dot && m.quant) {
-        const mf_cpu_gemm *g = mf_cpu_gemm_for(cfg, w);
-        if (use_gemm(g, &m.ord, nt)) {
-            m.gemm_ord = g;
-            m.scratch_bytes = gemm_scratch(g, w->ne[0]);
-        }
+    m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.ord = k->ord;
+    if (k->quant && use_gemm(k->gemm, &k->ord, nt)) {
+        m.gemm_ord = k->gemm;
+        m.scratch_bytes = gemm_scratch(k->gemm, w->ne[0]);
     }
     if (m.quant) {
         m.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
@@ -313,24 +249,7 @@ void mf_cpu_rope_cache(const mf_rope_params *rp, int32_t pos, float *cs) {
 }
 
 void mf_cpu_rope_head(const mf_cpu_cfg *cfg, const mf_rope_params *rp, const float *cs, float *x, int64_t hd) {
-#if defined(__x86_64__)
-    const mf_simd_level l = cfg->level;
-    if (l == MF_SIMD_AVX2 || l == MF_SIMD_AVX512) {
-        mf_cpu_rope_head_avx2(rp, cs, x, hd);
-        return;
-    }
-#endif
-    (void)hd, (void)cfg; /* dims past n_dims pass through unchanged */
-    int32_t half = rp->n_dims / 2;
-    for (int32_t i = 0; i < half; i++) {
-        int32_t a = rp->mode == MF_ROPE_NEOX ? i : 2 * i;
-        int32_t b = rp->mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
-        float c = cs[2 * i], s = cs[2 * i + 1];
-        float x0 = x[a], x1 = x[b];
-        /* the contraction llama.cpp's compiled rotation performs: bit-identical results */
-        x[a] = fmaf(x0, c, -(x1 * s));
-        x[b] = fmaf(x0, s, x1 * c);
-    }
+    cfg->k->rope_head(rp, cs, x, hd);
 }
 
 void mf_cpu_silu(const float *x, float *y, int64_t n) {
@@ -338,16 +257,7 @@ void mf_cpu_silu(const float *x, float *y, int64_t n) {
 }
 
 void mf_cpu_swiglu(const mf_cpu_cfg *cfg, const float *a, const float *b, float *y, int64_t n) {
-#if defined(__x86_64__)
-    if (cfg->ordered) {
-        if (cfg->level == MF_SIMD_AVX512)
-            mf_cpu_swiglu_ord_avx512(a, b, y, n);
-        else
-            mf_cpu_swiglu_ord_avx2(a, b, y, n);
-        return;
-    }
-#endif
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+    cfg->k->swiglu(a, b, y, n);
 }
 
 

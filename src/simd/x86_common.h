@@ -1,5 +1,6 @@
-/* x86_common.h: small AVX2 helpers shared by the x86 kernel files (included only by files built
- * with at least -mavx2 -mfma -mf16c): loads, half-float scalars, block unpacking, reductions. */
+/* x86_common.h: the small AVX2 helpers of every x86 kernel file (included only by files built
+ * with at least -mavx2 -mfma -mf16c): loads, half-float scalars, block unpacking, reductions. The
+ * float reductions' order is part of the kernels' contract (bit-identical results across files). */
 #ifndef MF_X86_COMMON_H
 #define MF_X86_COMMON_H
 
@@ -13,6 +14,7 @@ static inline __m256i mf_x86_load(const void *p) { return _mm256_loadu_si256((co
 /* IEEE half -> float; exact for every value. */
 static inline float mf_x86_h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+/* ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
 static inline float mf_x86_hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -52,6 +54,11 @@ static inline __m256i mf_x86_bits32(const uint8_t *qh) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), pick);
     return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
+
+/* Bit j of the little-endian u32 at qh -> 0x10 in byte j (Q5's fifth bit in place). */
+static inline __m256i mf_x86_bit5_32(const uint8_t *qh) {
+    return _mm256_and_si256(mf_x86_bits32(qh), _mm256_set1_epi8(0x10));
 }
 
 #endif /* MF_X86_COMMON_H */

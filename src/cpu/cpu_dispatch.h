@@ -1,0 +1,59 @@
+/* cpu_dispatch.h: the CPU backend's one dispatch table. For each configuration (SIMD level and
+ * float order, mf_cpu_cfg) one table names every kernel the backend runs: per weight type the
+ * activation quantizer, the one-row dot, the multi-row dots and the prefill GEMM; SwiGLU, the RoPE
+ * rotation and the attention kernels. cpu_dispatch.c is the only place that decides which ISA's
+ * kernel serves what (the per-ISA files only offer their kernels); a table is built once, when the
+ * first context (or test) asks for its configuration, and the kernels read their entries from it
+ * and decide nothing at run time. */
+#ifndef MF_CPU_DISPATCH_H
+#define MF_CPU_DISPATCH_H
+
+#include "cpu/cpu.h"
+#include "cpu/cpu_attn.h"
+#include "cpu/cpu_dot_order.h"
+#include "cpu/cpu_gemm.h"
+
+/* The matmul kernels of one weight type (and row count class, see mf_cpu_mm_kernels_for). */
+typedef struct mf_cpu_mm_kernels {
+    mf_type act;           /* the activation format (MF_TYPE_F32: the rows are used as they are) */
+    mf_quantize_fn quant;  /* F32 -> act; NULL when act is F32 */
+    mf_vec_dot_fn dot;     /* one weight row against one activation row; NULL: no kernel for the type */
+    mf_gemm_fn tile;       /* the SIMD level's own multi-row tile; NULL where the ordered dots serve */
+    mf_cpu_ordered_dots ord;     /* llama.cpp's float order (x86, MF_ORDER_EXACT); all NULL otherwise */
+    const mf_cpu_gemm *gemm;     /* the ordered prefill GEMM (from gemm->min_tokens tokens); NULL: none */
+} mf_cpu_mm_kernels;
+
+typedef void (*mf_cpu_swiglu_fn)(const float *a, const float *b, float *y, int64_t n);
+typedef void (*mf_cpu_rope_head_fn)(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
+typedef void (*mf_cpu_attention_fn)(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
+                                    int64_t u0, int64_t u1, float *scores);
+
+typedef struct mf_cpu_kernels {
+    mf_simd_level level;
+    bool ordered;
+    /* [type][rows % 8 == 0]: llama.cpp repacks Q4_0 and Q4_K weights whose row count is a multiple
+     * of 8 and runs another float order on them; for the other types both entries are the same. */
+    mf_cpu_mm_kernels mm[MF_TYPE_COUNT][2];
+    mf_cpu_swiglu_fn swiglu;
+    mf_cpu_rope_head_fn rope_head;
+    /* an F32 cache under the ordered kernels: llama.cpp's order; NULL: the blockwise kernel serves */
+    mf_cpu_attention_fn attn_f32_ordered;
+    /* the blockwise (flash) kernel's tile, and whether it takes mf_cpu_attn_tile_rows_wide rows */
+    mf_cpu_attn_tile_fn attn_tile;
+    bool attn_wide_rows;
+} mf_cpu_kernels;
+
+/* The table of a configuration (built on first use; thread-safe). NULL if the level is not
+ * supported here. */
+const mf_cpu_kernels *mf_cpu_kernels_get(mf_simd_level level, bool ordered);
+
+/* The matmul kernels for weight w under cfg. */
+static inline const mf_cpu_mm_kernels *mf_cpu_mm_kernels_for(const mf_cpu_cfg *cfg, const mf_weight *w) {
+    return &cfg->k->mm[w->type][w->ne[1] % 8 == 0];
+}
+
+/* The portable kernels the tables fall back on. */
+void mf_cpu_swiglu_c(const float *a, const float *b, float *y, int64_t n);
+void mf_cpu_rope_head_c(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);
+
+#endif /* MF_CPU_DISPATCH_H */
