@@ -19,7 +19,7 @@ static mf_cpu_cfg cfg;
 #define CLEAR_GAP 0.1f
 /* NMSE bounds: the issue's 1e-6 for float weights and 1e-4 for quantized ones. On x86 with AVX2
  * the CPU backend runs the quantized dots, RoPE, SwiGLU and F32-cache attention in llama.cpp's
- * float operation order (src/cpu/cpu_dot_order_avx2.c), so quantized files match the references
+ * float operation order (src/x86/cpu_dot_order_avx2.c), so quantized files match the references
  * to rounding noise (<= 1.5e-13 measured): NMSE_EXACT guards that. Q4_K weights included: minfer
  * runs every token in the order of llama.cpp's Q4_K GEMM, which computed all but the last n % 4
  * rows of the references' prompts (those rows, and llama.cpp's one-row decode steps, went through

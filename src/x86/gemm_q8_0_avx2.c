@@ -1,6 +1,6 @@
 /* gemm_q8_0_avx2.c: the Q8_0 prefill GEMM for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
  * gemm_q8_avx2.h with panels copied from the Q8_0 blocks, each output bit for bit st_q8_0's value. */
-#include "cpu/gemm_q8_avx2.h"
+#include "x86/gemm_q8_avx2.h"
 
 /* The weights are the blocks' signed bytes. */
 static inline __attribute__((always_inline)) __m256i load_q8_0(const uint8_t *block) {

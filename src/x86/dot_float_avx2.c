@@ -16,7 +16,7 @@
  * past the last whole 32-value step (steps of 8 into acc0, then the scalar tail) are added per
  * output at the end, as the dot does. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * They differ from the AVX2 ones in doing the per-block reductions (amax, sums) for four Q8_0/Q8_1
  * blocks or one Q8_K block in a few transposing steps instead of one horizontal reduction each. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 /* Bytes of the four 32-bit values in each 128-bit lane of packs_epi16(packs_epi32(r0, r1),
  * packs_epi32(r2, r3)) come as (r0 r1 r2 r3) per lane; this dword permutation puts r0's four lanes

@@ -18,7 +18,7 @@
  * L1 while a chunk's tokens pass over them, in tiles of up to 3; the two chains of each token wait
  * in scratch between slices. */
 #include "cpu/cpu_gemm.h"
-#include "cpu/gemm_avx2_util.h"
+#include "x86/gemm_avx2_util.h"
 #include "simd/kquant_common.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
 /* gemm_q8_0_avx512.c: the Q8_0 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h): the shared 16-row
  * panel GEMM of gemm_q8_avx512.h with panels copied from the Q8_0 blocks, each output bit for bit
  * st_q8_0's value. */
-#include "cpu/gemm_q8_avx512.h"
+#include "x86/gemm_q8_avx512.h"
 
 /* The weights are the blocks' signed bytes. */
 static inline __attribute__((always_inline)) __m256i load_q8_0(const uint8_t *block) {

@@ -7,7 +7,7 @@
 #define MF_CPU_GEMM_Q_1_AVX512_H
 
 #include "cpu/cpu_gemm.h"
-#include "cpu/gemm_avx512_util.h"
+#include "x86/gemm_avx512_util.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>

@@ -4,7 +4,7 @@
  * these only on CPUs that have them. Integer sums inside a block are exact; blocks are combined in
  * float, so results differ from the reference only by summation order. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 /* ---- 32-value blocks ------------------------------------------------------------------------
  * Per block b of 32 values: sum_j w_j * a_j = d_w * d_a * S_b, S_b an exact int32 computed with

@@ -5,7 +5,7 @@
  * scaled by that block's d_w * d_a.
  * Activations come from the activation quantizers and lie in [-127, 127]. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 /* Two 16-byte nibble arrays -> 64 bytes: (lo(p0) hi(p0) | lo(p1) hi(p1)), i.e. both blocks' values
  * in block order, 0..15: each array is broadcast to two 128-bit lanes, the second copy shifted

@@ -15,7 +15,7 @@
  * segment in four passes over packed copies of the operands; a 16-lane S per output waits in
  * memory between segments. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -25,6 +25,7 @@
 #define MF_CPU_GEMM_Q8_AVX2_H
 
 #include "cpu/cpu_gemm.h"
+#include "x86/gemm_avx2_util.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
@@ -77,24 +78,16 @@ static inline __attribute__((always_inline)) void q8a_pack(bool um, const mf_wei
                 dh[k] = mh[k] = 0;
             }
         }
-        /* z[j]: row j's 16 bytes h in lane 0, row 4 + j's in lane 1, h = 0 (dwords 0-3), 1 (4-7) */
+        __m256i d[8];
+        mf_avx2_transpose8_i32(r, d); /* d[k] lane j: dword k of row j */
         __m256i *p = (__m256i *)panel;
-        for (int h = 0; h < 2; h++) {
-            __m256i z[4];
-            for (int j = 0; j < 4; j++)
-                z[j] = h ? _mm256_permute2x128_si256(r[j], r[4 + j], 0x31) : _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
-            const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
-            const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
-            const __m256i d[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                                  _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
-            for (int k = 0; k < 4; k++) {
-                if (um) {
-                    _mm256_store_si256(p + 4 * h + k, d[k]);
-                    continue;
-                }
-                _mm256_store_si256(p + 2 * (4 * h + k), _mm256_sign_epi8(d[k], d[k]));
-                _mm256_store_si256(p + 2 * (4 * h + k) + 1, d[k]);
+        for (int k = 0; k < 8; k++) {
+            if (um) {
+                _mm256_store_si256(p + k, d[k]);
+                continue;
             }
+            _mm256_store_si256(p + 2 * k, _mm256_sign_epi8(d[k], d[k]));
+            _mm256_store_si256(p + 2 * k + 1, d[k]);
         }
         if (um) {
             _mm256_store_ps((float *)(p + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)));
@@ -105,8 +98,6 @@ static inline __attribute__((always_inline)) void q8a_pack(bool um, const mf_wei
     }
 }
 
-/* aligned(1): Q8_0 quants start 2 bytes into a 34-byte block */
-typedef int32_t __attribute__((may_alias, aligned(1))) q8a_i32_alias;
 
 /* One token (its activation blocks at a, bb bytes each; their scales da and, unsigned, sums sa)
  * against blocks [i0, i1) of the panel: the eight accumulators (and the minimums' chain) start at
@@ -127,7 +118,7 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
             const __m256 d = _mm256_mul_ps(_mm256_load_ps((const float *)(wv + 8)), _mm256_broadcast_ss(da + i));
             sm = _mm256_fmadd_ps(_mm256_load_ps((const float *)(wv + 9)), _mm256_broadcast_ss(sa + i), sm);
             for (int p = 0; p < 8; p++) {
-                const __m256i x = _mm256_set1_epi32(*(const q8a_i32_alias *)(q + 4 * p));
+                const __m256i x = mf_avx2_bcast4(q + 4 * p);
                 const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + p), x), ones16);
                 acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
             }
@@ -135,7 +126,7 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
         }
         const __m256 d = _mm256_mul_ps(_mm256_load_ps((const float *)(wv + 16)), _mm256_broadcast_ss(da + i));
         for (int p = 0; p < 8; p++) {
-            const __m256i x = _mm256_set1_epi32(*(const q8a_i32_alias *)(q + 4 * p));
+            const __m256i x = mf_avx2_bcast4(q + 4 * p);
             const __m256i s = _mm256_sign_epi8(x, _mm256_load_si256(wv + 2 * p + 1));
             const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + 2 * p), s), ones16);
             acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);

@@ -1,7 +1,7 @@
 /* cpu_attn_avx512.c: AVX-512 attention kernels: the blockwise (flash) tile of cpu_attn.h with
  * 16 query rows per vector, and the F32-cache attention in llama.cpp's float order, bit-identical
  * to mf_cpu_attention_ordered_ref but vectorized across cells and dimensions. */
-#include "cpu/cpu_exp_avx512.h"
+#include "x86/cpu_exp_avx512.h"
 #include "cpu/cpu_attn.h"
 
 #include <immintrin.h>

@@ -1,18 +1,17 @@
-/* gemm_q5_1_avx2.c: the Q5_1 prefill GEMM for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
+/* gemm_q4_1_avx2.c: the Q4_1 prefill GEMM for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
  * gemm_q8_avx2.h (unsigned weights with a minimum, Q8_1 activations), each output bit for bit
- * st_q5_1's value. */
-#include "cpu/gemm_q8_avx2.h"
-#include "simd/x86_common.h"
+ * st_q4_1's value. */
+#include "x86/gemm_q8_avx2.h"
+#include "x86/x86_common.h"
 
-/* Unsigned weights: nibble | fifth bit << 4, as st_q5_1 forms them. */
-static inline __attribute__((always_inline)) __m256i load_q5_1(const uint8_t *block) {
-    const mf_block_q5_1 *b = (const mf_block_q5_1 *)block;
-    return _mm256_or_si256(mf_x86_nibbles32(b->qs), _mm256_and_si256(mf_x86_bits32(b->qh), _mm256_set1_epi8(0x10)));
+/* Unsigned weights: the nibbles, as st_q4_1 forms them. */
+static inline __attribute__((always_inline)) __m256i load_q4_1(const uint8_t *block) {
+    return mf_x86_nibbles32(((const mf_block_q4_1 *)block)->qs);
 }
 
 static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
                                            uint8_t *panel, const uint8_t *ahead) {
-    q8a_pack(true, w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q5_1), load_q5_1);
+    q8a_pack(true, w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q4_1), load_q4_1);
 }
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
@@ -24,4 +23,4 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
 static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = q8a_scratch_size, .run = run};
 
-const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx2(void) { return &gemm; }
+const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx2(void) { return &gemm; }

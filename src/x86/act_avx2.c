@@ -7,7 +7,7 @@
  *   F16, BF16: round to nearest even per value, NaN as the scalar converters write it.
  * cvtps_epi32 rounds to nearest even (the default MXCSR mode), as the reference's 1.5 * 2^23 trick. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 static inline float hmax8(__m256 x) {
     __m128 r = _mm_max_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));

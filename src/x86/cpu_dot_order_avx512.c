@@ -3,9 +3,9 @@
  * decode dots (dot8) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and the 16-lane SwiGLU.
  * Only integer work is regrouped (exact sums); every output keeps its own float steps in order.
  * One-row dots: two blocks share a 512-bit register (block i in i32 lanes 0..7, block i+1 in 8..15). */
-#include "cpu/cpu_exp_avx512.h"
+#include "x86/cpu_exp_avx512.h"
 #include "cpu/cpu_dot_order.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  *   Q6_K:      d_a * d * (sum_g sc_g * sum(q a)_g - 32 * sum_g sc_g * bsums[g])   (q unsigned 0..63)
  * Bounds: q <= 63, |a| <= 128, so a maddubs pair stays below 2^15 and every i32 sum below 2^31. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 #include "simd/kquant_common.h"
 
 /* shuffle_epi8 masks that broadcast 16-bit element k of a 128-bit lane across the lane */

@@ -4,7 +4,7 @@
  * the i16 scales, summed into i32), with the scales placed per 16 i16 lanes by vpermw. The tiles
  * unpack each super-block once for several activation rows. */
 #include "simd/simd_kernels.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 #include "simd/kquant_common.h"
 
 /* i16 lane l of the result takes element idx(l) of the source: for Q4_K/Q5_K chunk j, lanes 0..15

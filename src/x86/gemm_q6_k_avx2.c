@@ -15,7 +15,7 @@
  * zeros. Slices of up to K6_SLICE super-blocks (20 KB) stay in L1 while a chunk's tokens pass over
  * them one by one, each token's eight accumulators parked in scratch between slices. */
 #include "cpu/cpu_gemm.h"
-#include "cpu/gemm_avx2_util.h"
+#include "x86/gemm_avx2_util.h"
 
 #include <string.h>
 

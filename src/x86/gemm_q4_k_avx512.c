@@ -4,7 +4,7 @@
  * lane) and its float steps lane-wise, so each output is bit for bit st_q4_K_rp's (and its scalar
  * twin mf_cpu_dot_q4_K_rp_ref's), whatever tile its token falls in. */
 #include "cpu/cpu_gemm.h"
-#include "cpu/gemm_avx512_util.h"
+#include "x86/gemm_avx512_util.h"
 #include "core/core.h"
 #include "quant/quant.h"
 

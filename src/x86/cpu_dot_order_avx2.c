@@ -12,7 +12,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
-#include "simd/x86_common.h"
+#include "x86/x86_common.h"
 
 #include <immintrin.h>
 #include <math.h>

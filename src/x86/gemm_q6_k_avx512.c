@@ -3,7 +3,7 @@
  * tile of 8 tokens then forms the ordered dot's exact integer lanes for the 16 rows at once and
  * takes its float steps lane-wise, so each output is bit for bit the ordered Q6_K dot. */
 #include "cpu/cpu_gemm.h"
-#include "cpu/gemm_avx512_util.h"
+#include "x86/gemm_avx512_util.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>

@@ -1,7 +1,7 @@
 /* gemm_q4_1_avx512.c: the Q4_1 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h): the shared 16-row
  * panel GEMM of gemm_q_1_avx512.h with panels unpacked from the Q4_1 blocks, each output bit for bit
  * st_q4_1's value. */
-#include "cpu/gemm_q_1_avx512.h"
+#include "x86/gemm_q_1_avx512.h"
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* gemm_q5_0_avx512.c: the Q5_0 prefill GEMM for AVX-512 VNNI (see cpu_gemm.h): the shared 16-row
  * panel GEMM of gemm_q8_avx512.h with panels unpacked from the Q5_0 blocks, each output bit for bit
  * st_q5_0's value. */
-#include "cpu/gemm_q8_avx512.h"
+#include "x86/gemm_q8_avx512.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* gemm_q5_0_avx2.c: the Q5_0 prefill GEMM for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
  * gemm_q8_avx2.h with panels unpacked from the Q5_0 blocks, each output bit for bit st_q5_0's value. */
-#include "cpu/gemm_q8_avx2.h"
-#include "simd/x86_common.h"
+#include "x86/gemm_q8_avx2.h"
+#include "x86/x86_common.h"
 
 /* Signed weights w = q5 - 16, q5 = nibble | fifth bit << 4, as st_q5_0 forms them. */
 static inline __attribute__((always_inline)) __m256i load_q5_0(const uint8_t *block) {
