@@ -143,7 +143,9 @@ mf_status mf_isa_from_name(const char *name, mf_isa *out);
 bool mf_isa_supported(mf_isa isa);
 /* The level AUTO (or an unsupported request) resolves to on this machine. */
 mf_isa mf_isa_resolve(mf_isa isa);
-/* What the kernels of a level are called in reports: "avx512-vnni", "avx2", "neon-dotprod", "scalar". */
+/* What the kernels of a level are called in reports: "avx512-vnni", "avx2" ("avx2-vnni" where the
+ * AVX2 level runs its AVX-VNNI builds: the CPU has AVX-VNNI and MINFER_AVXVNNI is not 0; the same
+ * results), "neon-dotprod", "scalar". */
 const char *mf_isa_kernels_name(mf_isa isa);
 /* The CPU's model name (from /proc/cpuinfo or the CPUID brand string); "" when unknown. */
 const char *mf_cpu_name(void);

@@ -2,11 +2,14 @@
  * each output (for Q4_K also the order's plain scalar twin, mf_cpu_dot_q4_K_rp_ref): random and
  * extreme weights and activations, rows that are not a multiple of 16, every
  * token count around the GEMMs' tiles, row ranges starting inside the matrix; then a matmul through
- * the thread pool, bias included. Skipped (exit 77) where no type has a GEMM. */
+ * the thread pool, bias included. At the AVX2 level both builds of each GEMM, plain AVX2 and
+ * AVX-VNNI (where the CPU has it), whichever the dispatch table chose. Skipped (exit 77) where no
+ * type has a GEMM. */
 #include "test.h"
 
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
+#include "cpu/cpu_dispatch.h"
 #include "cpu/cpu_gemm.h"
 #include "simd/simd.h"
 
@@ -56,11 +59,20 @@ static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t
     return a;
 }
 
+/* The GEMM under test: the table's, or at the AVX2 level the build asked for (0 plain, 1 AVX-VNNI). */
+static int avx2_build = -1;
+static const mf_cpu_gemm *gemm_under_test(const mf_weight *w) {
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, w);
+    if (!g || avx2_build < 0) return g;
+    const bool repacked = (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0;
+    return mf_cpu_gemm_avx2_build(w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN, avx2_build == 1);
+}
+
 /* One GEMM call over rows [o0, o1) against the ordered dots. */
 static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, bool extreme) {
     if (K % mf_type_get_traits(t)->blck_size) return; /* e.g. K = 896 holds no whole K-quant block */
     weight w = make_weight(t, N, K, extreme);
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, &w.w);
+    const mf_cpu_gemm *g = gemm_under_test(&w.w);
     if (!g) {
         free(w.wf), free(w.wq);
         return;
@@ -132,6 +144,29 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
     mf_pool_free(pool);
     free(w.wf), free(w.wq), free(bias), free(x), free(y), free(work), free(a);
 }
+static void check_type(mf_type t) {
+    const int64_t Ks[] = {256, 768, 4864};
+    const int64_t nts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67};
+    for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++)
+        for (size_t j = 0; j < sizeof nts / sizeof nts[0]; j++) {
+            const int64_t nt = nts[j];
+            check_gemm(t, 40, Ks[k], nt, 0, 40, false);
+            check_gemm(t, 48, Ks[k], nt, 16, 48, j % 2 == 0);
+            check_gemm(t, 24, Ks[k], nt, 16, 24, false);
+        }
+    check_gemm(t, 136, 512, 130, 32, 136, true);
+    check_gemm(t, 40, 768, 1030, 0, 40, false); /* past the GEMMs' token tiles (up to 512) */
+    check_gemm(t, 24, 768, 519, 16, 24, true);
+    /* several token chunks and several K slices of the GEMMs, uneven slices */
+    check_gemm(t, 32, 4864, 300, 0, 32, false);
+    check_gemm(t, 16, 4864, 245, 0, 16, false);
+    check_gemm(t, 16, 1024, 530, 0, 16, false);
+    check_gemm(t, 16, 896, 1100, 0, 16, false);
+    check_gemm(t, 24, 928, 7, 0, 24, false);
+    check_gemm(t, 40, 928, 2, 16, 40, false);
+    check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
+    check_matmul(t, 136, 4864, 9);
+}
 #endif
 
 int main(void) {
@@ -148,27 +183,18 @@ int main(void) {
         printf("%s: %s\n", mf_type_name(t), has ? "GEMM" : "no GEMM on this CPU (ordered dots serve)");
         if (!has) continue;
         n_gemm++;
-        const int64_t Ks[] = {256, 768, 4864};
-        const int64_t nts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67};
-        for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++)
-            for (size_t j = 0; j < sizeof nts / sizeof nts[0]; j++) {
-                const int64_t nt = nts[j];
-                check_gemm(t, 40, Ks[k], nt, 0, 40, false);
-                check_gemm(t, 48, Ks[k], nt, 16, 48, j % 2 == 0);
-                check_gemm(t, 24, Ks[k], nt, 16, 24, false);
-            }
-        check_gemm(t, 136, 512, 130, 32, 136, true);
-        check_gemm(t, 40, 768, 1030, 0, 40, false); /* past the GEMMs' token tiles (up to 512) */
-        check_gemm(t, 24, 768, 519, 16, 24, true);
-        /* several token chunks and several K slices of the GEMMs, uneven slices */
-        check_gemm(t, 32, 4864, 300, 0, 32, false);
-        check_gemm(t, 16, 4864, 245, 0, 16, false);
-        check_gemm(t, 16, 1024, 530, 0, 16, false);
-        check_gemm(t, 16, 896, 1100, 0, 16, false);
-        check_gemm(t, 24, 928, 7, 0, 24, false);
-        check_gemm(t, 40, 928, 2, 16, 40, false);
-        check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
-        check_matmul(t, 136, 4864, 9);
+        /* at the AVX2 level: the plain build, then the AVX-VNNI one where this CPU has it */
+        const bool avx2 = cfg.level == MF_SIMD_AVX2;
+        const int last = !avx2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
+        for (int b = avx2 ? 0 : -1; b <= last; b++) {
+            const bool repacked = t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K;
+            const int v = repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN;
+            if (b == 1 && mf_cpu_gemm_avx2_build(t, v, true) == mf_cpu_gemm_avx2_build(t, v, false)) continue;
+            avx2_build = b;
+            if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");
+            check_type(t);
+        }
+        avx2_build = -1;
     }
     printf("%d of %zu types have a GEMM here\n", n_gemm, sizeof types / sizeof types[0]);
 #endif

@@ -50,23 +50,41 @@ static mf_cpu_ordered_dots ordered_dots(mf_simd_level level, mf_type t, int vari
     return d;
 }
 
+/* The ordered prefill GEMMs: [build] for the AVX2 level without and with AVX-VNNI (the K-quants have
+ * one build: gemm_avx2_util.h), and AVX-512. */
+typedef const mf_cpu_gemm *(*gemm_get_fn)(void);
+enum { G_AVX2, G_AVXVNNI, G_AVX512 };
+static const struct {
+    mf_type t;
+    int variant;
+    gemm_get_fn get[3];
+} gemms[] = {
+    /* Q4_0 and Q4_K with rows not a multiple of 8 have none: the dots serve */
+    {MF_TYPE_Q4_0, MF_ORDER_REPACKED, {mf_cpu_gemm_q4_0_avx2, mf_cpu_gemm_q4_0_avxvnni, mf_cpu_gemm_q4_0_avx512}},
+    {MF_TYPE_Q4_K, MF_ORDER_REPACKED, {mf_cpu_gemm_q4_K_avx2, mf_cpu_gemm_q4_K_avx2, mf_cpu_gemm_q4_K_avx512}},
+    {MF_TYPE_Q4_1, MF_ORDER_PLAIN, {mf_cpu_gemm_q4_1_avx2, mf_cpu_gemm_q4_1_avxvnni, mf_cpu_gemm_q4_1_avx512}},
+    {MF_TYPE_Q5_0, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_0_avx2, mf_cpu_gemm_q5_0_avxvnni, mf_cpu_gemm_q5_0_avx512}},
+    {MF_TYPE_Q5_1, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_1_avx2, mf_cpu_gemm_q5_1_avxvnni, mf_cpu_gemm_q5_1_avx512}},
+    {MF_TYPE_Q8_0, MF_ORDER_PLAIN, {mf_cpu_gemm_q8_0_avx2, mf_cpu_gemm_q8_0_avxvnni, mf_cpu_gemm_q8_0_avx512}},
+    {MF_TYPE_Q5_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx512}},
+    {MF_TYPE_Q6_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx512}},
+};
+
+static const mf_cpu_gemm *gemm_build(mf_type t, int variant, int build) {
+    for (size_t i = 0; i < MF_ARRAY_LEN(gemms); i++)
+        if (gemms[i].t == t && gemms[i].variant == variant) return gemms[i].get[build]();
+    return NULL;
+}
+
 /* The ordered prefill GEMM of (t, variant) at an x86 level, or NULL. */
 static const mf_cpu_gemm *ordered_gemm(mf_simd_level level, mf_type t, int variant) {
-    const bool avx512 = level == MF_SIMD_AVX512;
-    if (variant == MF_ORDER_REPACKED) {
-        if (t == MF_TYPE_Q4_0) return avx512 ? mf_cpu_gemm_q4_0_avx512() : mf_cpu_gemm_q4_0_avx2();
-        if (t == MF_TYPE_Q4_K) return avx512 ? mf_cpu_gemm_q4_K_avx512() : mf_cpu_gemm_q4_K_avx2();
-        return NULL;
-    }
-    switch (t) {
-    case MF_TYPE_Q4_1: return avx512 ? mf_cpu_gemm_q4_1_avx512() : mf_cpu_gemm_q4_1_avx2();
-    case MF_TYPE_Q5_0: return avx512 ? mf_cpu_gemm_q5_0_avx512() : mf_cpu_gemm_q5_0_avx2();
-    case MF_TYPE_Q5_1: return avx512 ? mf_cpu_gemm_q5_1_avx512() : mf_cpu_gemm_q5_1_avx2();
-    case MF_TYPE_Q8_0: return avx512 ? mf_cpu_gemm_q8_0_avx512() : mf_cpu_gemm_q8_0_avx2();
-    case MF_TYPE_Q5_K: return avx512 ? mf_cpu_gemm_q5_K_avx512() : mf_cpu_gemm_q5_K_avx2();
-    case MF_TYPE_Q6_K: return avx512 ? mf_cpu_gemm_q6_K_avx512() : mf_cpu_gemm_q6_K_avx2();
-    default: return NULL; /* Q4_0 and Q4_K with rows not a multiple of 8: the dots */
-    }
+    if (level == MF_SIMD_AVX512) return gemm_build(t, variant, G_AVX512);
+    return gemm_build(t, variant, mf_simd_avxvnni() ? G_AVXVNNI : G_AVX2);
+}
+
+const mf_cpu_gemm *mf_cpu_gemm_avx2_build(mf_type t, int variant, bool avxvnni) {
+    if (avxvnni ? !mf_simd_avxvnni() : !mf_simd_level_supported(MF_SIMD_AVX2)) return NULL;
+    return gemm_build(t, variant, avxvnni ? G_AVXVNNI : G_AVX2);
 }
 #endif
 

@@ -52,6 +52,13 @@ static inline const mf_cpu_mm_kernels *mf_cpu_mm_kernels_for(const mf_cpu_cfg *c
     return &cfg->k->mm[w->type][w->ne[1] % 8 == 0];
 }
 
+#if defined(__x86_64__)
+/* The AVX2 level's ordered GEMM for (t, variant) built without or with AVX-VNNI (tests: both builds
+ * against the dots on one machine); NULL where there is none or this CPU cannot run the build (an
+ * AVX-VNNI build also needs mf_simd_avxvnni()). */
+const mf_cpu_gemm *mf_cpu_gemm_avx2_build(mf_type t, int variant, bool avxvnni);
+#endif
+
 /* The portable kernels the tables fall back on. */
 void mf_cpu_swiglu_c(const float *a, const float *b, float *y, int64_t n);
 void mf_cpu_rope_head_c(const mf_rope_params *rp, const float *cs, float *x, int64_t hd);

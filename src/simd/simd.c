@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -20,6 +21,7 @@ static mf_cpu_features features;
 static mf_simd_table tables[MF_SIMD_LEVEL_COUNT];
 static bool supported[MF_SIMD_LEVEL_COUNT];
 static mf_simd_level active = MF_SIMD_SCALAR;
+static bool avxvnni_on;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[MF_SIMD_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "neon"};
@@ -107,6 +109,8 @@ static void init(void) {
             break;
         }
     }
+    const char *e = getenv("MINFER_AVXVNNI");
+    avxvnni_on = supported[MF_SIMD_AVX2] && features.avxvnni && !(e && !strcmp(e, "0"));
 }
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
@@ -129,6 +133,11 @@ bool mf_simd_level_supported(mf_simd_level level) {
 mf_simd_level mf_simd_best_level(void) {
     ensure_init();
     return active;
+}
+
+bool mf_simd_avxvnni(void) {
+    ensure_init();
+    return avxvnni_on;
 }
 
 /* ---- the public view (minfer.h): mf_isa is mf_simd_level + 1, 0 being AUTO ---- */
@@ -162,7 +171,7 @@ mf_isa mf_isa_resolve(mf_isa isa) {
 const char *mf_isa_kernels_name(mf_isa isa) {
     switch (mf_isa_resolve(isa)) {
     case MF_ISA_AVX512: return "avx512-vnni";
-    case MF_ISA_AVX2: return "avx2";
+    case MF_ISA_AVX2: return avxvnni_on ? "avx2-vnni" : "avx2";
     case MF_ISA_NEON: return "neon-dotprod";
     default: return "scalar";
     }

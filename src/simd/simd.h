@@ -33,6 +33,10 @@ const char *mf_simd_level_name(mf_simd_level level);
 bool mf_simd_level_supported(mf_simd_level level);
 /* The best level this CPU and build support (what MF_ISA_AUTO resolves to). */
 mf_simd_level mf_simd_best_level(void);
+/* Whether the AVX2 level runs its AVX-VNNI builds (vpdpbusd on ymm: Alder Lake and later, Zen 5):
+ * the CPU has AVX-VNNI and the environment does not say MINFER_AVXVNNI=0 (read once). They give
+ * the same bits as the plain AVX2 kernels, faster. */
+bool mf_simd_avxvnni(void);
 
 /* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type, as
  * the activation quantizers write it (int8 values in [-127, 127]; the kernels rely on it). Equals

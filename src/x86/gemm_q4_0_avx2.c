@@ -1,4 +1,5 @@
-/* gemm_q4_0_avx2.c: the Q4_0 prefill GEMM for AVX2 without VNNI (see cpu_gemm.h). Each output keeps
+/* gemm_q4_0_avx2.c: the Q4_0 prefill GEMM for AVX2 (and, built by gemm_q4_0_avxvnni.c, AVX-VNNI; see
+ * gemm_avx2_util.h and cpu_gemm.h). Each output keeps
  * the repacked order's single float chain over the blocks i, s = fma((float)isum_i, d_w_i * d_a_i, s)
  * (dot_q4_0_rp in cpu_dot_order_avx2.c); only the exact integer block sums isum_i = sum((q - 8) * a)
  * are formed differently, as sum(q * a) - 8 * sum(a), by vpmaddubsw with the nibbles q (0..15) as
@@ -7,7 +8,7 @@
  *
  * Exactness: a vpmaddubsw pair is at most 2 * 15 * 128 = 3840 in magnitude, so the eight steps of a
  * block add up in int16 without overflow (30720 < 32767); one vpmaddwd by ones then leaves row r's
- * sum(q * a) in lane r.
+ * sum(q * a) in lane r. With AVX-VNNI, vpdpbusd sums each step straight into int32.
  *
  * The work goes in chunks of CHUNK blocks (each output's chain runs over the chunks in order, parked
  * in y between them) and of up to TILE tokens: per token chunk and block chunk the activations are
@@ -19,6 +20,7 @@
  *   acts:  per token t and block i of the chunk, the 32 quants ([t][i][32]), and per (t, i) the
  *          correction -8 * sum(quants) and the scale d_a. */
 #include "cpu/cpu_gemm.h"
+#include "x86/gemm_avx2_util.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -81,8 +83,6 @@ static void pack_panel(const uint8_t *w, size_t row_bytes, int nr, int64_t i0, i
     }
 }
 
-typedef int32_t __attribute__((may_alias, aligned(1))) i32_alias;
-
 /* 8 rows x T tokens (tokens t of the chunk, q/corr/da at their first block) over cn blocks,
  * continuing the chains left in y unless first. Each token's chain and block sum is a variable of
  * its own (T a constant: the unused ones vanish), and the int16 sums use the saturating add (exact:
@@ -99,27 +99,31 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t cn,
         if (T > 3) s3 = _mm256_maskload_ps(y + 3 * ldy, mask);
     }
     const __m256i ones16 = _mm256_set1_epi16(1);
+    (void)ones16; /* the AVX-VNNI build sums in int32 */
     const size_t qs = (size_t)cn * 32; /* bytes from one token's quants to the next's */
     for (int64_t i = 0; i < cn; i++, panel += PBLK) {
         const __m256i *p = (const __m256i *)panel;
         const uint8_t *qi = q + (size_t)i * 32;
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+#if defined(__AVXVNNI__)
+        /* the block sums in int32, one vpdpbusd per step */
+#define MF_Q40_MUL(acc, wk, x) _mm256_dpbusd_avx_epi32(acc, wk, x)
+#define MF_Q40_SUM(acc) (acc)
+#else
+#define MF_Q40_MUL(acc, wk, x) _mm256_adds_epi16(acc, _mm256_maddubs_epi16(wk, x))
+#define MF_Q40_SUM(acc) _mm256_madd_epi16(acc, ones16)
+#endif
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             const __m256i wk = _mm256_load_si256(p + k);
-            a0 = _mm256_adds_epi16(a0, _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 4 * k))));
-            if (T > 1)
-                a1 = _mm256_adds_epi16(a1, _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + qs + 4 * k))));
-            if (T > 2)
-                a2 = _mm256_adds_epi16(a2,
-                                      _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 2 * qs + 4 * k))));
-            if (T > 3)
-                a3 = _mm256_adds_epi16(a3,
-                                      _mm256_maddubs_epi16(wk, _mm256_set1_epi32(*(const i32_alias *)(qi + 3 * qs + 4 * k))));
+            a0 = MF_Q40_MUL(a0, wk, mf_avx2_bcast4(qi + 4 * k));
+            if (T > 1) a1 = MF_Q40_MUL(a1, wk, mf_avx2_bcast4(qi + qs + 4 * k));
+            if (T > 2) a2 = MF_Q40_MUL(a2, wk, mf_avx2_bcast4(qi + 2 * qs + 4 * k));
+            if (T > 3) a3 = MF_Q40_MUL(a3, wk, mf_avx2_bcast4(qi + 3 * qs + 4 * k));
         }
         const __m256 dw = _mm256_load_ps((const float *)(p + 8));
 #define MF_Q40_STEP(t, acc, s)                                                                                   \
-    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(acc, ones16),                      \
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(MF_Q40_SUM(acc),                                     \
                                                             _mm256_set1_epi32(corr[(size_t)(t) * cn + i]))),     \
                         _mm256_mul_ps(dw, _mm256_set1_ps(da[(size_t)(t) * cn + i])), s)
         MF_Q40_STEP(0, a0, s0);
@@ -127,6 +131,8 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t cn,
         if (T > 2) MF_Q40_STEP(2, a2, s2);
         if (T > 3) MF_Q40_STEP(3, a3, s3);
 #undef MF_Q40_STEP
+#undef MF_Q40_MUL
+#undef MF_Q40_SUM
     }
     _mm256_maskstore_ps(y, mask, s0);
     if (T > 1) _mm256_maskstore_ps(y + ldy, mask, s1);
@@ -173,4 +179,4 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * of four sequences, 0.5B shape on a 2-core Zen 3: 47 tokens/s with the GEMM, 51 with the dots). */
 static const mf_cpu_gemm gemm = {.min_tokens = 5, .scratch_size = scratch_size, .run = run};
 
-const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx2(void) { return &gemm; }
+const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q4_0)(void) { return &gemm; }

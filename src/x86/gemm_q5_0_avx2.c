@@ -25,4 +25,4 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
 static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = q8a_scratch_size, .run = run};
 
-const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx2(void) { return &gemm; }
+const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q5_0)(void) { return &gemm; }

@@ -22,4 +22,4 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * ran faster on the dots (see gemm_q4_0_avx2.c). */
 static const mf_cpu_gemm gemm = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run};
 
-const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx2(void) { return &gemm; }
+const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q8_0)(void) { return &gemm; }

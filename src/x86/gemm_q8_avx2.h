@@ -1,4 +1,4 @@
-/* gemm_q8_avx2.h: the AVX2 prefill GEMM (no VNNI) of the 32-value formats in the plain order:
+/* gemm_q8_avx2.h: the AVX2 prefill GEMM (and its AVX-VNNI build) of the 32-value formats in the plain order:
  * Q8_0 and Q5_0 (signed weights, Q8_0 activations), Q4_1 and Q5_1 (unsigned weights with a minimum,
  * Q8_1 activations) (see cpu_gemm.h). Each output keeps the ordered dot's float steps (st_q8_0,
  * st_q5_0, st_q4_1, st_q5_1 in cpu_dot_order_avx2.c): eight float lanes, lane p taking per block
@@ -12,7 +12,7 @@
  * The panel holds eight weight rows, one per 32-bit lane, so one vector op forms L_p of eight rows
  * against one token's four activation bytes (broadcast): the dot's own signed product, |w| by
  * sign(a, w) with vpmaddubsw (a pair is at most 2 * 128 * 127 < 32768: no saturation), then vpmaddwd
- * by ones. Per 32 products that is one broadcast, three integer ops, a conversion and the fma, where
+ * by ones (with AVX-VNNI one vpdpbusd). Per 32 products that is one broadcast, three integer ops, a conversion and the fma, where
  * the dot also reloads the weights and re-forms their scale product for every token.
  *
  * Panel layout (per-thread scratch), per block of a slice of the K / 32 blocks: for step p (0..7) the
@@ -110,7 +110,6 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
     __m256 acc[8], sm = _mm256_setzero_ps();
     for (int p = 0; p < 8; p++) acc[p] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + p));
     if (um && !first) sm = _mm256_load_ps((const float *)(st + 8));
-    const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
         const __m256i *wv = (const __m256i *)panel;
         const uint8_t *q = a + (size_t)i * bb + (bb - 32); /* the quants end each activation block */
@@ -119,7 +118,7 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
             sm = _mm256_fmadd_ps(_mm256_load_ps((const float *)(wv + 9)), _mm256_broadcast_ss(sa + i), sm);
             for (int p = 0; p < 8; p++) {
                 const __m256i x = mf_avx2_bcast4(q + 4 * p);
-                const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + p), x), ones16);
+                const __m256i l = mf_avx2_dpbusd(_mm256_setzero_si256(), _mm256_load_si256(wv + p), x);
                 acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
             }
             continue;
@@ -128,7 +127,7 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
         for (int p = 0; p < 8; p++) {
             const __m256i x = mf_avx2_bcast4(q + 4 * p);
             const __m256i s = _mm256_sign_epi8(x, _mm256_load_si256(wv + 2 * p + 1));
-            const __m256i l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(wv + 2 * p), s), ones16);
+            const __m256i l = mf_avx2_dpbusd(_mm256_setzero_si256(), _mm256_load_si256(wv + 2 * p), s);
             acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
         }
     }

@@ -1,0 +1,2 @@
+/* gemm_q4_0_avxvnni.c: the AVX-VNNI build of gemm_q4_0_avx2.c (see gemm_avx2_util.h). */
+#include "x86/gemm_q4_0_avx2.c"
