@@ -1,7 +1,9 @@
 /* cmd_bench.c: `minfer bench`, llama-bench's measurements for minfer: prompt processing (ppN: N
  * random tokens from an empty cache, one decode call that runs in ubatch chunks) and generation (tgN:
  * N one-token decodes from an empty cache; with -d D, "ppN @ dD" and "tgN @ dD": the same after D
- * random tokens of context, filled once per test and not timed), r repetitions after an untimed
+ * random tokens of context, filled once per test and not timed; with -np P, "ppN x P" and "tgN x P":
+ * P sequences at once, as llama-batched-bench does, a prompt of N tokens each in one call, or N
+ * decode steps of one token per sequence; t/s counts every sequence's tokens), r repetitions after an untimed
  * warm-up, as mean and
  * sample standard deviation of tokens/s. Each test also reports what it achieved against the
  * machine's limits: weight bytes read per token x tokens/s (GB/s, the decode bound) and weight MACs
@@ -26,7 +28,7 @@ typedef struct {
 typedef struct {
     const char *paths[MAX_LIST];
     int n_models;
-    int_list pp, tg, threads, ubatch, depth;
+    int_list pp, tg, threads, ubatch, depth, par;
     long long reps;
     bool json, warmup, kv_f32, no_mmap;
     double mem_bw, peak_gmacs; /* 0: probe */
@@ -54,6 +56,7 @@ typedef struct {
     model_info mi;
     const char *path;
     int32_t n_threads, n_ubatch, n_prompt, n_gen, n_depth;
+    int32_t n_par;         /* sequences run together (-np) */
     int32_t n_cells_start; /* cells in the cache when the timed runs began (the depth's context) */
     const char *isa;       /* the kernels the context ran (mf_isa_kernels_name) */
     double *samples_ns; /* reps */
@@ -76,6 +79,8 @@ static void usage(FILE *f) {
             "  -ub, --ubatch N,..    prefill chunk (default 512)\n"
             "  -d, --n-depth N,..    tokens of context already in the cache when a test starts (default 0;\n"
             "                        filled with random tokens once per test, not timed)\n"
+            "  -np, --parallel N,..  sequences run together (default 1): N prompts in one call, or decode\n"
+            "                        steps of one token per sequence (t/s counts them all)\n"
             "  -r, --repetitions N   timed runs per test (default 5)\n"
             "  -o, --output md|json  output format (default md); --json is -o json\n"
             "  --kv-type f16|f32     KV cache type (default f16)\n"
@@ -183,25 +188,31 @@ static int32_t next_token(uint64_t *s, int32_t n_vocab) {
     return (int32_t)(((*s * 0x2545F4914F6CDD1DULL) >> 33) % (uint64_t)n_vocab);
 }
 
-/* One timed (or warm-up) run: drop everything past the depth's context (the cache then holds
- * positions 0..n_depth-1, or nothing), then the prompt in one call, or n_gen single-token decodes.
- * Returns nanoseconds, or a negative value on failure (error printed). */
-static double run_once(mf_context *c, int32_t n_vocab, int32_t n_depth, int32_t n_prompt, int32_t n_gen,
-                       int32_t *tokens, uint64_t *rng, int32_t *n_cells) {
+/* One timed (or warm-up) run on n_par sequences: drop everything past the depth's context (the
+ * cache then holds positions 0..n_depth-1 of each sequence, or nothing), then the prompts in one call
+ * (sequence s's tokens at s * n_prompt), or n_gen decode steps of one token per sequence (every
+ * token's logits, as a server's slots ask for them). tokens, seq and logits hold n_par *
+ * max(n_prompt, 1) entries. Returns nanoseconds, or a negative value on failure (error printed). */
+static double run_once(mf_context *c, int32_t n_vocab, int32_t n_par, int32_t n_depth, int32_t n_prompt,
+                       int32_t n_gen, int32_t *tokens, int32_t *seq, int8_t *logits, uint64_t *rng,
+                       int32_t *n_cells) {
     mf_context_seq_rm(c, -1, n_depth, -1);
     if (n_cells) *n_cells = mf_context_n_used(c);
-    for (int32_t i = 0; i < n_prompt; i++) tokens[i] = next_token(rng, n_vocab);
-    int32_t tok = next_token(rng, n_vocab);
+    for (int32_t i = 0; i < n_par * n_prompt; i++) {
+        tokens[i] = next_token(rng, n_vocab);
+        seq[i] = i / n_prompt;
+        logits[i] = (i + 1) % n_prompt == 0; /* each sequence's last token */
+    }
     double t0 = mf_time_s();
     mf_status st = MF_OK;
     if (n_prompt > 0) {
-        mf_batch b = {.n_tokens = n_prompt, .tokens = tokens};
+        mf_batch b = {.n_tokens = n_par * n_prompt, .tokens = tokens, .seq = seq, .logits = logits};
         st = mf_context_decode(c, &b);
     }
     for (int32_t i = 0; st == MF_OK && i < n_gen; i++) {
-        mf_batch b = {.n_tokens = 1, .tokens = &tok};
+        for (int32_t s = 0; s < n_par; s++) tokens[s] = next_token(rng, n_vocab), seq[s] = s, logits[s] = 1;
+        mf_batch b = {.n_tokens = n_par, .tokens = tokens, .seq = seq, .logits = logits};
         st = mf_context_decode(c, &b);
-        tok = next_token(rng, n_vocab);
     }
     double dt = mf_time_s() - t0;
     if (st) {
@@ -214,7 +225,7 @@ static double run_once(mf_context *c, int32_t n_vocab, int32_t n_depth, int32_t 
 static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     mf_context_params p = mf_context_default_params();
     cli_context_env(&p);
-    p.n_ctx = r->n_depth + r->n_prompt + r->n_gen;
+    p.n_ctx = r->n_par * (r->n_depth + r->n_prompt + r->n_gen);
     p.n_threads = r->n_threads;
     p.n_ubatch = r->n_ubatch;
     p.kv_f32 = o->kv_f32;
@@ -227,27 +238,31 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     r->n_threads = mf_context_n_threads(c);
     r->isa = mf_isa_kernels_name(mf_context_isa(c));
     int32_t n_vocab = mf_model_n_vocab(m);
-    int32_t *tokens = malloc((size_t)CLI_MAX(CLI_MAX(r->n_prompt, r->n_depth), 1) * sizeof *tokens);
+    const size_t n_buf = (size_t)r->n_par * (size_t)CLI_MAX(CLI_MAX(r->n_prompt, r->n_depth), 1);
+    int32_t *tokens = malloc(n_buf * sizeof *tokens), *seq = malloc(n_buf * sizeof *seq);
+    int8_t *logits = malloc(n_buf);
     r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
-    bool ok = tokens && r->samples_ns;
+    bool ok = tokens && seq && logits && r->samples_ns;
     if (!ok) cli_error("bench: out of memory");
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
     /* The depth's context: random tokens, once; every run keeps it and drops what came after. */
-    if (ok && r->n_depth > 0) ok = run_once(c, n_vocab, 0, r->n_depth, 0, tokens, &rng, NULL) >= 0;
+    if (ok && r->n_depth > 0) ok = run_once(c, n_vocab, r->n_par, 0, r->n_depth, 0, tokens, seq, logits, &rng, NULL) >= 0;
     /* Warm-up: builds and plans the graph, faults the weights in. A generation test warms up with one
      * token, as llama-bench does. */
     if (ok && o->warmup)
-        ok = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_prompt ? 0 : 1, tokens, &rng, NULL) >= 0;
+        ok = run_once(c, n_vocab, r->n_par, r->n_depth, r->n_prompt, r->n_prompt ? 0 : 1, tokens, seq, logits, &rng,
+                      NULL) >= 0;
     for (int32_t k = 0; ok && k < o->reps; k++) {
-        double ns = run_once(c, n_vocab, r->n_depth, r->n_prompt, r->n_gen, tokens, &rng, &r->n_cells_start);
+        double ns = run_once(c, n_vocab, r->n_par, r->n_depth, r->n_prompt, r->n_gen, tokens, seq, logits, &rng,
+                             &r->n_cells_start);
         ok = ns >= 0;
         if (ok) r->samples_ns[r->n_samples++] = CLI_MAX(ns, 1.0);
     }
-    free(tokens);
+    free(tokens), free(seq), free(logits);
     mf_context_free(c);
     if (!ok) return false;
     /* llama-bench's statistics: tokens/s per repetition, then mean and sample standard deviation. */
-    double n_tok = r->n_prompt + r->n_gen, s_ts = 0, s_ns = 0, q_ts = 0, q_ns = 0;
+    double n_tok = (double)r->n_par * (r->n_prompt + r->n_gen), s_ts = 0, s_ns = 0, q_ts = 0, q_ns = 0;
     for (int32_t k = 0; k < r->n_samples; k++) s_ts += n_tok * 1e9 / r->samples_ns[k], s_ns += r->samples_ns[k];
     r->avg_ts = s_ts / r->n_samples, r->avg_ns = s_ns / r->n_samples;
     for (int32_t k = 0; k < r->n_samples; k++) {
@@ -256,7 +271,8 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     }
     r->stddev_ts = r->n_samples > 1 ? sqrt(q_ts / (r->n_samples - 1)) : 0;
     r->stddev_ns = r->n_samples > 1 ? sqrt(q_ns / (r->n_samples - 1)) : 0;
-    r->gbps = (double)r->mi.bytes_per_token * r->avg_ts / 1e9;
+    /* the sequences of a step share its weight reads */
+    r->gbps = (double)r->mi.bytes_per_token * r->avg_ts / r->n_par / 1e9;
     /* A prompt computes the output projection for its last token only. */
     const double macs = r->n_prompt ? (double)(r->mi.macs_per_token - r->mi.macs_output) +
                                           (double)r->mi.macs_output / (double)r->n_prompt
@@ -266,9 +282,10 @@ static bool run_test(const mf_model *m, const bench_opts *o, bench_result *r) {
     return true;
 }
 
-/* llama-bench's test name: "pp512", "tg128", and " @ d4096" after it at a depth. */
+/* llama-bench's test name: "pp512", "tg128", " x4" after it for four sequences, and " @ d4096" at a depth. */
 static void test_name(const bench_result *r, char *buf, size_t n) {
     int k = snprintf(buf, n, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (r->n_par > 1 && k > 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, " x%d", r->n_par);
     if (r->n_depth > 0 && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " @ d%d", r->n_depth);
 }
 
@@ -307,18 +324,18 @@ static void print_md_row(const bench_result *r, bool show_ub) {
 
 static json_t *result_json(const bench_result *r) {
     json_t *ns = json_array(), *ts = json_array();
-    double n_tok = r->n_prompt + r->n_gen;
+    double n_tok = (double)r->n_par * (r->n_prompt + r->n_gen);
     for (int32_t k = 0; k < r->n_samples; k++) {
         json_array_append_new(ns, json_integer((json_int_t)r->samples_ns[k]));
         json_array_append_new(ts, json_real(n_tok * 1e9 / r->samples_ns[k]));
     }
     char test[48];
     test_name(r, test, sizeof test);
-    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
                      " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s, s:s, s:s}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
-                     "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", r->n_depth, "n_cells_start", r->n_cells_start, "test", test,
+                     "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", r->n_depth, "n_par", r->n_par, "n_cells_start", r->n_cells_start, "test", test,
                      "load_s", r->mi.load_s, "avg_ns", (json_int_t)r->avg_ns, "stddev_ns", (json_int_t)r->stddev_ns,
                      "avg_ts", r->avg_ts, "stddev_ts", r->stddev_ts, "samples_ns", ns, "samples_ts", ts,
                      "bytes_per_token", (json_int_t)r->mi.bytes_per_token, "macs_per_token",
@@ -372,6 +389,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         } else if ((r = cli_take_value(argc, argv, &i, "-d", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--n-depth", &val))) {
             if (r < 0 || !parse_list("-d", val, 0, 1 << 20, &o->depth)) return 2;
+        } else if ((r = cli_take_value(argc, argv, &i, "-np", &val)) ||
+                   (r = cli_take_value(argc, argv, &i, "--parallel", &val))) {
+            if (r < 0 || !parse_list("-np", val, 1, MF_MAX_SEQ, &o->par)) return 2;
         } else if ((r = cli_take_value(argc, argv, &i, "-r", &val)) ||
                    (r = cli_take_value(argc, argv, &i, "--repetitions", &val))) {
             if (r < 0 || !cli_parse_int("-r", val, 1, 100000, &o->reps)) return 2;
@@ -418,7 +438,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 int cmd_bench(int argc, char **argv) {
     bench_opts o = {.pp = {{512}, 1, false}, .tg = {{128}, 1, false}, .threads = {{0}, 1, false},
-                    .ubatch = {{512}, 1, false}, .depth = {{0}, 1, false}, .reps = 5, .warmup = true};
+                    .ubatch = {{512}, 1, false}, .depth = {{0}, 1, false}, .par = {{1}, 1, false}, .reps = 5,
+                    .warmup = true};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
     bool show_ub = o.ubatch.n > 1 || o.ubatch.v[0] != 512;
@@ -449,13 +470,15 @@ int cmd_bench(int argc, char **argv) {
                 /* Every prompt length, then every generation length, each at every depth, as
                  * llama-bench orders them. */
                 for (int k = 0; k < o.pp.n + o.tg.n && rc == 0; k++) {
-                    for (int di = 0; di < o.depth.n && rc == 0; di++) {
+                    for (int dp = 0; dp < o.depth.n * o.par.n && rc == 0; dp++) {
+                        const int di = dp / o.par.n, pi = dp % o.par.n;
                         bool is_pp = k < o.pp.n;
                         long long len = is_pp ? o.pp.v[k] : o.tg.v[k - o.pp.n];
                         if (len == 0) continue;
                         bench_result r = {.mi = info, .path = o.paths[mi], .n_threads = (int32_t)o.threads.v[ti],
                                           .n_ubatch = (int32_t)o.ubatch.v[ui], .n_prompt = is_pp ? (int32_t)len : 0,
-                                          .n_gen = is_pp ? 0 : (int32_t)len, .n_depth = (int32_t)o.depth.v[di]};
+                                          .n_gen = is_pp ? 0 : (int32_t)len, .n_depth = (int32_t)o.depth.v[di],
+                                          .n_par = (int32_t)o.par.v[pi]};
                         if (!run_test(m, &o, &r)) {
                             rc = 1;
                         } else {
