@@ -134,9 +134,15 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
     if (d.dot && d.dot8n) {
         /* dot8n: the same rows against 1..4 activation rows, each its own data, outputs os apart */
         enum { NT = 4 };
-        const size_t as = mf_row_size(tr->vec_dot_type, n) + pad, os = NR + 3;
+        /* rows with their side data where the kernel reads it (Q4_0: corrections and float scales) */
+        const size_t row = d.dot8n_aux ? mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n)
+                                       : mf_row_size(tr->vec_dot_type, n);
+        const size_t as = row + pad, os = NR + 3;
         uint8_t *acts = malloc(as * NT);
-        for (int k = 0; k < NT; k++) fill_act(t, n, acts + (size_t)k * as, mode);
+        for (int k = 0; k < NT; k++) {
+            fill_act(t, n, acts + (size_t)k * as, mode);
+            if (d.dot8n_aux) mf_cpu_q4_0_aux(acts + (size_t)k * as, n);
+        }
         for (int nt = 1; nt <= NT; nt++) {
             float got[NT * (NR + 3)];
             d.dot8n(n, w, ws, acts, as, nt, got, os);

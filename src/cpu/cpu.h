@@ -59,8 +59,11 @@ void mf_cpu_matmul(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, con
  * length left it (the caller knows nothing ran in between). */
 void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight *w, const mf_weight *b,
                            const float *x, float *y, int64_t nt, void *work, bool act_ready);
-/* The format mf_cpu_matmul quantizes activations to for weight w (F32: none). */
+/* The format mf_cpu_matmul quantizes activations to for weight w (F32: none), and the bytes of each
+ * quantized row in its work buffer for nt tokens under cfg (the row, and side data some dots read;
+ * 0: none). A matmul may reuse the rows the previous one left only where both agree. */
 mf_type mf_cpu_matmul_act_type(const mf_weight *w);
+size_t mf_cpu_matmul_act_row(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt);
 void mf_cpu_matmul_ref(const mf_weight *w, const mf_weight *b, const float *x, float *y, int64_t nt);
 
 /* out[t] = dequantized row ids[t] of table (ne[0] values each). */

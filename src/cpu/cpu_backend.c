@@ -12,6 +12,7 @@ typedef struct {
     const mf_graph *g;
     int32_t node, src;
     mf_type act;
+    size_t act_row; /* the rows' layout (mf_cpu_matmul_act_row) */
     const void *work;
 } act_memo;
 
@@ -195,8 +196,11 @@ static void run_qkv_rope_store(void *arg, int ith, int nth) {
 /* Whether matmul node id may reuse the previous matmul's quantized rows: it ran just before (only
  * nodes that compute nothing in between), on the same graph, source, format and work buffer. The
  * source node's row length and count are the same by construction. */
-static bool act_memo_hit(const act_memo *m, const mf_graph *g, int32_t id, mf_type act, const void *work) {
-    if (m->g != g || m->node >= id || m->work != work || m->act != act || g->nodes[id].src[0] != m->src) return false;
+static bool act_memo_hit(const act_memo *m, const mf_graph *g, int32_t id, mf_type act, size_t act_row,
+                         const void *work) {
+    if (m->g != g || m->node >= id || m->work != work || m->act != act || m->act_row != act_row ||
+        g->nodes[id].src[0] != m->src)
+        return false;
     for (int32_t i = m->node + 1; i < id; i++) {
         const mf_op op = g->nodes[i].op;
         if (op != MF_OP_NONE && op != MF_OP_INPUT && op != MF_OP_VIEW) return false;
@@ -216,10 +220,11 @@ static mf_status cpu_compute(mf_backend *b, mf_graph *g, int32_t id, mf_kv_cache
     case MF_OP_RMS_NORM: fn = run_rms_norm; break;
     case MF_OP_MATMUL: {
         const mf_type act = mf_cpu_matmul_act_type(n->p.mm.w);
-        const bool ready = act != MF_TYPE_F32 && act_memo_hit(&c->memo, g, id, act, work);
-        mf_cpu_matmul_reusing(c->pool, &c->cfg, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, src(g, n, 0)->ne[1], work,
-                              ready);
-        c->memo = (act_memo){g, id, n->src[0], act, work};
+        const int64_t nt = src(g, n, 0)->ne[1];
+        const size_t act_row = mf_cpu_matmul_act_row(&c->cfg, n->p.mm.w, nt);
+        const bool ready = act != MF_TYPE_F32 && act_memo_hit(&c->memo, g, id, act, act_row, work);
+        mf_cpu_matmul_reusing(c->pool, &c->cfg, n->p.mm.w, n->p.mm.b, src(g, n, 0)->data, n->data, nt, work, ready);
+        c->memo = (act_memo){g, id, n->src[0], act, act_row, work};
         return MF_OK;
     }
     case MF_OP_ROPE: fn = run_rope; break;

@@ -14,7 +14,8 @@ typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const 
  * rows are interleaved in registers for instruction-level parallelism); NULL where there is none. */
 /* dot8n: eight weight rows against nt (1..4) activation rows (a + t * as; out + t * os), each output
  * with dot's float steps; the weight blocks are loaded and unpacked once for all nt tokens (a small
- * batch: server slots decoding together, a speculative draft verified). */
+ * batch: server slots decoding together, a speculative draft verified). Where dot8n_aux is set the
+ * rows carry their side data (mf_cpu_q4_0_aux) and as leaves room for it. */
 typedef void (*mf_cpu_dot8n_fn)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt, float *out,
                                 size_t os);
 /* Defines the mf_cpu_dot8n_fn `name` over an always-inline body called as CALL(k) with a constant
@@ -34,7 +35,17 @@ typedef struct mf_cpu_ordered_dots {
     mf_cpu_dot4_fn dot8;
     mf_cpu_dot8n_fn dot8n; /* NULL where there is none */
     int dot8n_tokens;      /* batches of up to this many tokens take dot8n rather than a GEMM (measured) */
+    bool dot8n_aux;        /* dot8n reads each activation row's side data (Q4_0: mf_cpu_q4_0_aux) */
 } mf_cpu_ordered_dots;
+
+/* The side data of a Q8_0 activation row of n values for the Q4_0 several-token dots, at
+ * mf_cpu_q4_0_aux_offset(n) bytes from the row's start (after its n / 32 blocks): per block the
+ * correction -8 * sum(quants) (int32; sum((q - 8) * a) = sum(q * a) - 8 * sum(a)), then per block
+ * its scale as a float; mf_cpu_q4_0_aux_bytes(n) bytes. Each token's is computed once per matmul
+ * rather than once per eight weight rows. */
+static inline size_t mf_cpu_q4_0_aux_offset(int64_t n) { return (mf_row_size(MF_TYPE_Q8_0, n) + 3) & ~(size_t)3; }
+static inline size_t mf_cpu_q4_0_aux_bytes(int64_t n) { return (size_t)(n / 32) * 8; }
+void mf_cpu_q4_0_aux(void *row, int64_t n);
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
  * 8-row kernels. For Q4_K, llama.cpp's repacked kernels have two orders: its GEMM, which a prefill

@@ -34,3 +34,15 @@ float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a) {
     }
     return s - sm;
 }
+
+void mf_cpu_q4_0_aux(void *row, int64_t n) {
+    const mf_block_q8_0 *b = row;
+    int32_t *corr = (int32_t *)((uint8_t *)row + mf_cpu_q4_0_aux_offset(n));
+    float *d = (float *)(corr + n / 32);
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32_t sum = 0;
+        for (int k = 0; k < 32; k++) sum += b[i].qs[k];
+        corr[i] = -8 * sum;
+        d[i] = mf_fp16_to_f32(b[i].d);
+    }
+}

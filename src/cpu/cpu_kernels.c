@@ -21,9 +21,7 @@ mf_type mf_cpu_matmul_act_type(const mf_weight *w) {
 }
 
 /* The quantized activation rows, then (for a GEMM) each thread's scratch, 64-byte aligned. */
-static size_t act_bytes(mf_type act, int64_t K, int64_t nt) {
-    return (mf_row_size(act, K) * (size_t)nt + 63) & ~(size_t)63;
-}
+static size_t act_bytes(size_t act_row, int64_t nt) { return (act_row * (size_t)nt + 63) & ~(size_t)63; }
 
 static size_t gemm_scratch(const mf_cpu_gemm *g, int64_t K) { return (g->scratch_size(K) + 63) & ~(size_t)63; }
 
@@ -34,11 +32,24 @@ static bool use_gemm(const mf_cpu_gemm *g, const mf_cpu_ordered_dots *d, int64_t
     return g && nt >= g->min_tokens && !(d->dot8n && nt <= d->dot8n_tokens);
 }
 
+/* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
+static bool use_aux(const mf_cpu_mm_kernels *k, int64_t nt) {
+    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k->gemm, &k->ord, nt);
+}
+
+size_t mf_cpu_matmul_act_row(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
+    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
+    if (!k->dot || !k->quant) return 0;
+    const int64_t K = w->ne[0];
+    return use_aux(k, nt) ? mf_cpu_q4_0_aux_offset(K) + mf_cpu_q4_0_aux_bytes(K) : mf_row_size(k->act, K);
+}
+
 size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
     if (!k->dot || !k->quant) return 0;
     const size_t scratch = use_gemm(k->gemm, &k->ord, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
-    return act_bytes(k->act, w->ne[0], nt) + scratch + 64; /* + 64: the caller's buffer need not be aligned */
+    /* + 64: the caller's buffer need not be aligned */
+    return act_bytes(mf_cpu_matmul_act_row(cfg, w, nt), nt) + scratch + 64;
 }
 
 typedef struct {
@@ -49,6 +60,7 @@ typedef struct {
     uint8_t *act;
     size_t act_row;
     mf_quantize_fn quant;
+    bool aux;             /* each quantized row gets the several-token dots' side data */
     mf_vec_dot_fn dot;
     mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
     const mf_cpu_gemm *gemm_ord; /* the ordered GEMM (cpu_gemm.h), when there are enough tokens */
@@ -61,7 +73,10 @@ static void mm_quantize(void *arg, int ith, int nth) {
     mm_task *m = arg;
     int64_t t0, t1, K = m->w->ne[0];
     mf_pool_range(m->nt, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++) m->quant(m->x + t * K, m->act + (size_t)t * m->act_row, K);
+    for (int64_t t = t0; t < t1; t++) {
+        m->quant(m->x + t * K, m->act + (size_t)t * m->act_row, K);
+        if (m->aux) mf_cpu_q4_0_aux(m->act + (size_t)t * m->act_row, K);
+    }
 }
 
 /* y[t][o] += bias[o] for every token and the outputs [o0, o1) */
@@ -162,7 +177,6 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
                            const float *x, float *y, int64_t nt, void *work, bool act_ready) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
     MF_ASSERT(k->dot);
-    const mf_type act = k->act;
     /* the ordered dots (llama.cpp's float order, the same for every token) or the level's tile */
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.ord = k->ord;
@@ -172,8 +186,9 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
     }
     if (m.quant) {
         m.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
-        m.scratch = m.act + act_bytes(act, w->ne[0], nt);
-        m.act_row = mf_row_size(act, w->ne[0]);
+        m.act_row = mf_cpu_matmul_act_row(cfg, w, nt);
+        m.aux = use_aux(k, nt);
+        m.scratch = m.act + act_bytes(m.act_row, nt);
         if (act_ready)
             ; /* the previous matmul left these rows quantized in work */
         else if (nt == 1)

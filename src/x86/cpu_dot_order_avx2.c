@@ -280,8 +280,10 @@ static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
  * contiguous (ws = row bytes), linearly: 8 * 18 bytes per block. A prefetch past the weights is
  * harmless (it never faults). The scales go straight into a register (a gather through memory,
  * eight 2-byte stores read back as one 16-byte load, stalls on store forwarding). */
-static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int64_t n, const uint8_t *wb, size_t ws,
-                                                                const uint8_t *a, size_t as, float *out, size_t os) {
+static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const bool aux, const int nt, int64_t n,
+                                                                const uint8_t *wb, size_t ws, const uint8_t *a,
+                                                                size_t as, float *out, size_t os) {
+    const size_t aux_at = mf_cpu_q4_0_aux_offset(n);
     const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
     __m256 acc[4];
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -300,19 +302,29 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x(halves4(x[4], x[5], x[6], x[7]), halves4(x[0], x[1], x[2], x[3])));
         for (int t = 0; t < nt; t++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const uint8_t *at = a + (size_t)t * as;
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)at + i;
             const __m256i av = mf_x86_load(ab->qs);
             __m256i l[8];
             for (int r = 0; r < 8; r++) l[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), ones16);
             const __m256i h0 = sum4_rows(l[0], l[1], l[2], l[3]), h1 = sum4_rows(l[4], l[5], l[6], l[7]);
             __m256i sum =
                 _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
-            s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
-            s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
-            s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
-            sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(s, 3));
-            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d)));
+            float dav;
+            if (aux) { /* the row's correction and float scale (mf_cpu_q4_0_aux) */
+                int32_t c;
+                memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
+                memcpy(&dav, at + aux_at + 4 * (size_t)(n / 32 + i), 4);
+                sum = _mm256_add_epi32(sum, _mm256_set1_epi32(c));
+            } else {
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
+                s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
+                s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
+                s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+                sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(s, 3));
+                dav = mf_x86_h2f(ab->d);
+            }
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dav));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
         }
     }
@@ -320,10 +332,10 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const int nt, int
 }
 
 static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    q4_0_rp_x8_n(1, n, w, ws, a, 0, out, 0);
+    q4_0_rp_x8_n(false, 1, n, w, ws, a, 0, out, 0);
 }
 
-#define CALL_Q4_0_RP(k) q4_0_rp_x8_n(k, n, w, ws, a, as, out, os)
+#define CALL_Q4_0_RP(k) q4_0_rp_x8_n(true, k, n, w, ws, a, as, out, os)
 MF_CPU_DOT8N_BODIES(dot_q4_0_rp_x8n, CALL_Q4_0_RP)
 #undef CALL_Q4_0_RP
 
@@ -494,22 +506,22 @@ static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, floa
 }
 
 #define ORD_PAIR(fn)                                                                                                   \
-    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0 }
+    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0, false }
 
 static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
-    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0};
+    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0, false};
     if (variant == MF_ORDER_REPACKED) {
         if (t == MF_TYPE_Q4_0)
-            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4};
+            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true};
         if (t == MF_TYPE_Q4_K) return ORD_PAIR(dot_q4_K_rp);
         return none;
     }
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
-    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4};
-    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4};
-    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4};
-    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4};
+    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4, false};
+    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4, false};
+    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4, false};
+    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4, false};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);

@@ -263,8 +263,12 @@ static inline __attribute__((always_inline)) void dot8n_plain32(int kind, const 
     for (int t = 0; t < nt; t++) store_pairs(acc[t], out + (size_t)t * os);
 }
 
-static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const int nt, int64_t n, const uint8_t *wb, size_t ws,
-                                                                   const uint8_t *a, size_t as, float *out, size_t os) {
+/* aux: the activation rows carry their corrections and float scales (mf_cpu_q4_0_aux), read in
+ * place of forming them per block (two vpdpbusd and a subtraction, a half-float conversion). */
+static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const bool aux, const int nt, int64_t n,
+                                                                   const uint8_t *wb, size_t ws, const uint8_t *a,
+                                                                   size_t as, float *out, size_t os) {
+    const size_t aux_at = mf_cpu_q4_0_aux_offset(n);
     const size_t bs = sizeof(mf_block_q4_0);
     const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     __m256 acc[4];
@@ -287,21 +291,32 @@ static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const int nt, 
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
         for (int t = 0; t < nt; t++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const uint8_t *at = a + (size_t)t * as;
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)at + i;
             const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
             const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
             const __m512i zero = _mm512_setzero_si512();
-            const __m512i neg = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi));
+            const __m512i neg =
+                aux ? zero : _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi));
             __m512i z0 = _mm512_dpbusd_epi32(neg, l0, alo), z1 = _mm512_dpbusd_epi32(neg, l1, alo);
             z0 = _mm512_dpbusd_epi32(z0, h0, ahi);
             z1 = _mm512_dpbusd_epi32(z1, h1, ahi);
             __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
             v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
-            const __m256i sum = _mm512_castsi512_si256(
+            __m256i sum = _mm512_castsi512_si256(
                 _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 12, 9, 8, 5, 4, 1, 0), v));
-            uint16_t da;
-            memcpy(&da, &ab->d, 2);
-            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(da)));
+            float dav;
+            if (aux) {
+                int32_t c;
+                memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
+                memcpy(&dav, at + aux_at + 4 * (size_t)(n / 32 + i), 4);
+                sum = _mm256_add_epi32(sum, _mm256_set1_epi32(c));
+            } else {
+                uint16_t da;
+                memcpy(&da, &ab->d, 2);
+                dav = _cvtsh_ss(da);
+            }
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dav));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
         }
     }
@@ -311,7 +326,7 @@ static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const int nt, 
 
 #define CALL_Q8_0(k) dot8n_plain32(K_Q8_0, k, n, w, ws, a, as, out, os)
 #define CALL_Q5_0(k) dot8n_plain32(K_Q5_0, k, n, w, ws, a, as, out, os)
-#define CALL_Q4_0_RP(k) dot8n_q4_0_rp_t(k, n, w, ws, a, as, out, os)
+#define CALL_Q4_0_RP(k) dot8n_q4_0_rp_t(true, k, n, w, ws, a, as, out, os)
 MF_CPU_DOT8N_BODIES(dot8n_q8_0, CALL_Q8_0)
 MF_CPU_DOT8N_BODIES(dot8n_q5_0, CALL_Q5_0)
 MF_CPU_DOT8N_BODIES(dot8n_q4_0_rp, CALL_Q4_0_RP)
@@ -326,7 +341,7 @@ static void dot8_q5_0(int64_t n, const void *w, size_t ws, const void *a, float 
     dot8n_plain32(K_Q5_0, 1, n, w, ws, a, 0, out, 0);
 }
 static void dot8_q4_0_rp(int64_t n, const void *w, size_t ws, const void *a, float *out) {
-    dot8n_q4_0_rp_t(1, n, w, ws, a, 0, out, 0);
+    dot8n_q4_0_rp_t(false, 1, n, w, ws, a, 0, out, 0);
 }
 
 /* Q4_1 and Q5_1 in the plain order with minimums (st_q4_1 / st_q5_1 in cpu_dot_order_avx2.c): per
