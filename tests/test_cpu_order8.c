@@ -3,8 +3,8 @@
  * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
  * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
  * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the
- * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1) for 1..4 activation rows likewise; and the
- * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
+ * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen
+ * rows) for 1..4 activation rows likewise; and the matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -155,6 +155,31 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
                 }
         }
         free(acts);
+    }
+    if (d.dot && d.dot16n) {
+        /* dot16n: sixteen rows against 1..4 activation rows with their side data */
+        enum { NR16 = 16, NT = 4 };
+        uint8_t *w16 = malloc(ws * NR16);
+        memset(w16, 0, ws * NR16);
+        fill_weights(t, n, NR16, ws, w16, mode);
+        const size_t as = mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n) + pad, os = NR16 + 5;
+        uint8_t *acts = malloc(as * NT);
+        for (int k = 0; k < NT; k++) {
+            fill_act(t, n, acts + (size_t)k * as, mode);
+            mf_cpu_q4_0_aux(acts + (size_t)k * as, n);
+        }
+        for (int nt = 1; nt <= NT; nt++) {
+            float got[NT * (NR16 + 5)];
+            d.dot16n(n, w16, ws, acts, as, nt, got, os);
+            for (int k = 0; k < nt; k++)
+                for (int r = 0; r < NR16; r++) {
+                    const float one = d.dot(n, w16 + r * ws, acts + (size_t)k * as);
+                    CHECKF(memcmp(&one, &got[k * os + r], sizeof(float)) == 0,
+                           "%s variant %d n=%lld mode %d pad %zu dot16n nt %d token %d row %d: %.9g vs one-row %.9g",
+                           tr->name, variant, (long long)n, mode, pad, nt, k, r, got[k * os + r], one);
+                }
+        }
+        free(acts), free(w16);
     }
     if (d.dot && d.dot8) {
         float eight[NR];

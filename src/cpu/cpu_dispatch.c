@@ -45,6 +45,7 @@ static mf_cpu_ordered_dots ordered_dots(mf_simd_level level, mf_type t, int vari
          * 4 tokens: 896 x 4864 0.088 vs 0.174 and 0.084 vs 0.180 ms, 1152 x 896 0.024 vs 0.046 and
          * 0.026 vs 0.036; 4864 x 896 level), though hot in cache the two were level at 3 and 4 */
         d.dot8n = mf_cpu_ordered_dot8n_avx512(t, variant); /* reading the AVX2 one's side data (dot8n_aux) */
+        d.dot16n = mf_cpu_ordered_dot16n_avx512(t, variant);
         d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_1 ? 3 : 4;
     }
     return d;

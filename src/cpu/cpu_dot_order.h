@@ -36,6 +36,7 @@ typedef struct mf_cpu_ordered_dots {
     mf_cpu_dot8n_fn dot8n; /* NULL where there is none */
     int dot8n_tokens;      /* batches of up to this many tokens take dot8n rather than a GEMM (measured) */
     bool dot8n_aux;        /* dot8n reads each activation row's side data (Q4_0: mf_cpu_q4_0_aux) */
+    mf_cpu_dot8n_fn dot16n; /* sixteen rows, as dot8n (its side data too); NULL where there is none */
 } mf_cpu_ordered_dots;
 
 /* The side data of a Q8_0 activation row of n values for the Q4_0 several-token dots, at
@@ -79,6 +80,9 @@ mf_cpu_dot4_fn mf_cpu_ordered_dot8_avx512(mf_type t, int variant);
 /* Several-token eight-row dots with AVX-512 VNNI (Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1), bit-identical to the
  * AVX2 one-row dots of the same variant; NULL for other types. */
 mf_cpu_dot8n_fn mf_cpu_ordered_dot8n_avx512(mf_type t, int variant);
+/* Several-token sixteen-row dots with AVX-512 VNNI (Q4_0 repacked), bit-identical to the AVX2
+ * one-row dots, reading the rows' side data as dot8n; NULL for other types. */
+mf_cpu_dot8n_fn mf_cpu_ordered_dot16n_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);

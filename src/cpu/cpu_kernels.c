@@ -124,9 +124,14 @@ static void mm_dot(void *arg, int ith, int nth) {
         const size_t rb = m->w->row_bytes;
         const mf_cpu_ordered_dots d = m->ord;
         if (d.dot8n && m->nt > 1) {
-            /* Several tokens: each group of eight weight rows is unpacked once for up to four
+            /* Several tokens: each group of sixteen (where there is a dot16n) or eight weight rows is
+             * unpacked once for up to four
              * tokens at a time. */
             int64_t o = o0;
+            for (; d.dot16n && o + 16 <= o1; o += 16)
+                for (int64_t t0 = 0; t0 < m->nt; t0 += 4)
+                    d.dot16n(K, wd + (size_t)o * rb, rb, m->act + (size_t)t0 * m->act_row, m->act_row,
+                             (int)MF_MIN(4, m->nt - t0), m->y + t0 * N + o, (size_t)N);
             for (; o + 8 <= o1; o += 8)
                 for (int64_t t0 = 0; t0 < m->nt; t0 += 4)
                     d.dot8n(K, wd + (size_t)o * rb, rb, m->act + (size_t)t0 * m->act_row, m->act_row,

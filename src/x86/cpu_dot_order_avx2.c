@@ -12,6 +12,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
+#include "x86/gemm_avx2_util.h"
 #include "x86/x86_common.h"
 
 #include <immintrin.h>
@@ -254,8 +255,12 @@ ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
 /* Eight rows of the repacked Q4_0 order at once: lane r of acc is row r's chain, stepped per block by
  * fma((float)block sum, d_w * d_a, acc), exactly st_q4_0_rp's float steps. The integer block sums
  * are exact, so they may be formed in any order: sum((q - 8) * a) = sum(q * a) - 8 * sum(a), with the
- * nibbles q (0..15) as maddubs' unsigned operand; the eight rows' lane vectors are reduced together
- * by unpacks and adds, which leave row r's sum in lane r. */
+ * nibbles q (0..15) as maddubs' unsigned operand. One 32-bit lane per row, as the AVX2 GEMM holds
+ * them (gemm_q4_0_avx2.c): per block the eight rows' sixteen bytes are transposed in registers into
+ * four vectors, lane r holding dword j of row r, each split into its low nibbles (values 4j..4j+3)
+ * and high ones (16 + 4j..): eight steps, each a maddubs against four activation bytes broadcast,
+ * added in int16 (a step is at most 2 * 15 * 128 = 3840, eight of them 30720 < 32767), then one
+ * madd by ones leaves row r's sum(q * a) in lane r: no horizontal reduction per token. */
 /* Four blocks' half-float scales packed in a u64 (first in the low word), by scalar loads and shifts:
  * eight pinsrw would be a long dependent chain, a gather through memory a store-forwarding stall. */
 static inline long long halves4(const mf_block_q4_0 *a, const mf_block_q4_0 *b, const mf_block_q4_0 *c,
@@ -273,18 +278,20 @@ static inline __m256i sum4_rows(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
 }
 
-/* Against nt (1..4) activation rows: the eight rows' nibbles and scales are loaded and unpacked once
- * per block, then every token takes the integer and float steps above. Eight rows advancing 18
+/* Against nt (1..4) activation rows: the eight rows' nibbles and scales are loaded and transposed
+ * once per block, then every token takes the integer and float steps above. Eight rows advancing 18
  * bytes each per block defeat the hardware prefetchers (measured: half the bandwidth of one row at
  * a time), so the eight rows that follow are prefetched, which lie 8 rows ahead when rows are
  * contiguous (ws = row bytes), linearly: 8 * 18 bytes per block. A prefetch past the weights is
  * harmless (it never faults). The scales go straight into a register (a gather through memory,
- * eight 2-byte stores read back as one 16-byte load, stalls on store forwarding). */
+ * eight 2-byte stores read back as one 16-byte load, stalls on store forwarding). aux: the
+ * activation rows carry their corrections and float scales (mf_cpu_q4_0_aux); else each token's
+ * correction is formed per block. */
 static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const bool aux, const int nt, int64_t n,
                                                                 const uint8_t *wb, size_t ws, const uint8_t *a,
                                                                 size_t as, float *out, size_t os) {
     const size_t aux_at = mf_cpu_q4_0_aux_offset(n);
-    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1), m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[4];
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
@@ -295,37 +302,41 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const bool aux, c
             _mm_prefetch(p + 128, _MM_HINT_T0);
         }
         const mf_block_q4_0 *x[8];
+        for (int r = 0; r < 8; r++) x[r] = (const mf_block_q4_0 *)(wb + (size_t)r * ws) + i;
+        /* z[j]: row j in the low half, row 4 + j in the high one; then d[k] lane r = dword k of row r */
+        __m256i z[8], d[8];
+        for (int j = 0; j < 4; j++)
+            z[j] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)x[4 + j]->qs), _mm_loadu_si128((const __m128i *)x[j]->qs));
+        {
+            const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+            const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+            d[0] = _mm256_unpacklo_epi64(t0, t2), d[1] = _mm256_unpackhi_epi64(t0, t2);
+            d[2] = _mm256_unpacklo_epi64(t1, t3), d[3] = _mm256_unpackhi_epi64(t1, t3);
+        }
         __m256i q[8];
-        for (int r = 0; r < 8; r++) {
-            x[r] = (const mf_block_q4_0 *)(wb + (size_t)r * ws) + i;
-            q[r] = mf_x86_nibbles32(x[r]->qs);
+        for (int k = 0; k < 4; k++) {
+            q[k] = _mm256_and_si256(d[k], m4);
+            q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(d[k], 4), m4);
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x(halves4(x[4], x[5], x[6], x[7]), halves4(x[0], x[1], x[2], x[3])));
         for (int t = 0; t < nt; t++) {
             const uint8_t *at = a + (size_t)t * as;
             const mf_block_q8_0 *ab = (const mf_block_q8_0 *)at + i;
-            const __m256i av = mf_x86_load(ab->qs);
-            __m256i l[8];
-            for (int r = 0; r < 8; r++) l[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), ones16);
-            const __m256i h0 = sum4_rows(l[0], l[1], l[2], l[3]), h1 = sum4_rows(l[4], l[5], l[6], l[7]);
-            __m256i sum =
-                _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+            __m256i s16 = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) s16 = _mm256_adds_epi16(s16, _mm256_maddubs_epi16(q[k], mf_avx2_bcast4(ab->qs + 4 * k)));
+            __m256i sum = _mm256_madd_epi16(s16, ones16);
+            int32_t c;
             float dav;
-            if (aux) { /* the row's correction and float scale (mf_cpu_q4_0_aux) */
-                int32_t c;
+            if (aux) {
                 memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
                 memcpy(&dav, at + aux_at + 4 * (size_t)(n / 32 + i), 4);
-                sum = _mm256_add_epi32(sum, _mm256_set1_epi32(c));
             } else {
-                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16);
-                s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
-                s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
-                s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
-                sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(s, 3));
+                c = -8 * mf_x86_hsum8_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, mf_x86_load(ab->qs)), ones16));
                 dav = mf_x86_h2f(ab->d);
             }
-            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dav));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[t]);
+            sum = _mm256_add_epi32(sum, _mm256_set1_epi32(c));
+            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(dav));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
@@ -506,22 +517,22 @@ static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, floa
 }
 
 #define ORD_PAIR(fn)                                                                                                   \
-    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0, false }
+    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0, false, NULL }
 
 static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
-    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0, false};
+    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0, false, NULL};
     if (variant == MF_ORDER_REPACKED) {
         if (t == MF_TYPE_Q4_0)
-            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true};
+            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL};
         if (t == MF_TYPE_Q4_K) return ORD_PAIR(dot_q4_K_rp);
         return none;
     }
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
-    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4, false};
-    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4, false};
-    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4, false};
-    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4, false};
+    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4, false, NULL};
+    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4, false, NULL};
+    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4, false, NULL};
+    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4, false, NULL};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);

@@ -324,6 +324,86 @@ static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const bool aux
         _mm256_storeu_ps(out + (size_t)t * os, _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), acc[t]));
 }
 
+/* Q4_0 in the repacked order, sixteen weight rows against 1..4 tokens (dot16n): one 32-bit lane per
+ * row, as the GEMMs hold them, so a token's block sums need no horizontal reduction. Per block the
+ * rows' sixteen bytes of nibbles are transposed in registers (rows 4g..4g+3 in one register, unpacks
+ * of dwords and quadwords) into four vectors whose lane 4q + p holds dword j of row 4p + q; each
+ * splits into its low nibbles (values 4j..4j+3) and high ones (16 + 4j..), eight steps, each against
+ * four activation bytes broadcast from memory into the vpdpbusd. A lane starts from the row's
+ * correction (mf_cpu_q4_0_aux) and ends as the exact block sum; then the one float step per block,
+ * fma((float)sum, d_w * d_a, acc), as the dot's. The lanes go back to row order at the end. */
+#define DPB_MEM(acc, u, p, off) __asm__("vpdpbusd " #off "(%2)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p))
+
+/* The half-float scales of block bi of rows c, c + 4, c + 8, c + 12 in a u64 (lanes 4c..4c+3). */
+static inline uint64_t scales4_rows(const uint8_t *w, size_t ws, size_t bi, int c) {
+    uint16_t h[4];
+    for (int p = 0; p < 4; p++) memcpy(&h[p], w + (size_t)(4 * p + c) * ws + bi, 2);
+    return (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+}
+
+static inline __attribute__((always_inline)) void dot16n_q4_0_rp_t(const int nt, int64_t n, const uint8_t *wb,
+                                                                    size_t ws, const uint8_t *a, size_t as,
+                                                                    float *out, size_t os) {
+    const size_t bs = sizeof(mf_block_q4_0), aux_at = mf_cpu_q4_0_aux_offset(n);
+    const int64_t nb = n / 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* the group after next where a group of rows is under 8 KB, else the next (see PREFETCH_NEXT8) */
+    const size_t ahead = 16 * ws < 8192 ? 32 * ws : 16 * ws;
+    __m512 acc[4];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const size_t bi = (size_t)i * bs;
+        {
+            const char *pf = (const char *)wb + ahead + (size_t)i * 16 * bs;
+            for (int l = 0; l < 5; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        }
+        __m512i x[4];
+        for (int g = 0; g < 4; g++) x[g] = rows4_qs(wb + (size_t)(4 * g) * ws, ws, bi + 2);
+        const __m512i t0 = _mm512_unpacklo_epi32(x[0], x[1]), t1 = _mm512_unpackhi_epi32(x[0], x[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(x[2], x[3]), t3 = _mm512_unpackhi_epi32(x[2], x[3]);
+        const __m512i u[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                              _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+        __m512i q[8];
+        for (int j = 0; j < 4; j++) {
+            q[j] = _mm512_and_si512(u[j], m4);
+            q[4 + j] = _mm512_and_si512(_mm512_srli_epi32(u[j], 4), m4);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_set_epi64x((long long)scales4_rows(wb, ws, bi, 3),
+                                                            (long long)scales4_rows(wb, ws, bi, 2),
+                                                            (long long)scales4_rows(wb, ws, bi, 1),
+                                                            (long long)scales4_rows(wb, ws, bi, 0)));
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *at = a + (size_t)t * as, *qa = at + (size_t)i * sizeof(mf_block_q8_0) + 2;
+            int32_t c;
+            float da;
+            memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
+            memcpy(&da, at + aux_at + 4 * (size_t)(nb + i), 4);
+            __m512i z = _mm512_set1_epi32(c);
+            DPB_MEM(z, q[0], qa, 0);
+            DPB_MEM(z, q[1], qa, 4);
+            DPB_MEM(z, q[2], qa, 8);
+            DPB_MEM(z, q[3], qa, 12);
+            DPB_MEM(z, q[4], qa, 16);
+            DPB_MEM(z, q[5], qa, 20);
+            DPB_MEM(z, q[6], qa, 24);
+            DPB_MEM(z, q[7], qa, 28);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(z), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[t]);
+        }
+    }
+    /* lane 4q + p holds row 4p + q */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + (size_t)t * os, _mm512_permutexvar_ps(order, acc[t]));
+}
+#undef DPB_MEM
+
+#define CALL_Q4_0_RP16(k) dot16n_q4_0_rp_t(k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot16n_q4_0_rp, CALL_Q4_0_RP16)
+#undef CALL_Q4_0_RP16
+
+mf_cpu_dot8n_fn mf_cpu_ordered_dot16n_avx512(mf_type t, int variant) {
+    return t == MF_TYPE_Q4_0 && variant == MF_ORDER_REPACKED ? dot16n_q4_0_rp : NULL;
+}
+
 #define CALL_Q8_0(k) dot8n_plain32(K_Q8_0, k, n, w, ws, a, as, out, os)
 #define CALL_Q5_0(k) dot8n_plain32(K_Q5_0, k, n, w, ws, a, as, out, os)
 #define CALL_Q4_0_RP(k) dot8n_q4_0_rp_t(true, k, n, w, ws, a, as, out, os)
