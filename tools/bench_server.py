@@ -33,6 +33,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# seconds a request may wait for its next bytes (--timeout): a stuck server ends the run with an error
+REQUEST_TIMEOUT = 120
+
+
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
@@ -82,12 +86,22 @@ class Backend:
 
 
 def stream(port, prompt, n_gen, seed, out, start_evt=None, first_evt=None):
-    """One streamed completion; out gets t0, the arrival time of each content event, and errors."""
+    """One streamed completion; out gets t0, the arrival time of each content event, and errors
+    (a status other than 200, a connection error, nothing for --timeout seconds)."""
     if start_evt:
         start_evt.wait()
+    try:
+        stream_once(port, prompt, n_gen, seed, out, first_evt)
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+        if first_evt:
+            first_evt.set()
+
+
+def stream_once(port, prompt, n_gen, seed, out, first_evt):
     body = {"prompt": prompt, "max_tokens": n_gen, "stream": True, "ignore_eos": True, "temperature": 0.8,
             "seed": seed, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     t0 = time.perf_counter()
     out["t0"] = t0
     out["times"] = []
@@ -149,6 +163,8 @@ def interference(port, args, vocab):
     # the newcomer alone on an idle server (a different prompt each time: no prompt-cache hit)
     idle = {}
     stream(port, long_prompt, 4, 5, idle)
+    if "error" in idle or not idle.get("times"):
+        raise RuntimeError("interference, the newcomer alone: " + idle.get("error", "no tokens"))
     ttft_idle = idle["times"][0] - idle["t0"]
 
     def run(with_newcomer):
@@ -172,6 +188,9 @@ def interference(port, args, vocab):
             window = (0.0, float("inf"))  # unloaded: every gap of the run
         for t in ts:
             t.join()
+        errs = [o["error"] for o in outs + [new] if "error" in o]
+        if errs:
+            raise RuntimeError("interference: " + errs[0])
         gaps = [b - a for o in outs for a, b in zip(o["times"], o["times"][1:]) if b >= window[0] and a <= window[1]]
         return gaps, (new["times"][0] - new["t0"]) if with_newcomer else None
 
@@ -206,8 +225,12 @@ def main():
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--running", type=int, default=3)
     ap.add_argument("--long-prompt", type=int, default=2000)
+    ap.add_argument("--timeout", type=float, default=120,
+                    help="seconds a request may wait for its next bytes before the run fails (default 120)")
     ap.add_argument("--out", help="also write the markdown table here")
     args = ap.parse_args()
+    global REQUEST_TIMEOUT
+    REQUEST_TIMEOUT = args.timeout
 
     model = args.model
     if not model:
