@@ -146,6 +146,29 @@ def test_depth():
     assert r.returncode == 2 and "-d" in r.stderr
 
 
+def test_parallel_sequences():
+    """-np: P sequences at once, as llama-batched-bench ("pp8 x3", "tg4 x3 @ d40"), in that order
+    among the depths; each sequence has its own depth context, so a run starts from P * D cells;
+    t/s counts every sequence's tokens, GB/s the weights once per step; bad counts refused."""
+    r = bench(MODEL, "-p", "8", "-n", "4", "-np", "1,3", "-d", "0,40", "-r", "1", "-t", "1", *LIMITS)
+    assert r.returncode == 0, r.stderr
+    head, rows = table_rows(r.stdout)
+    assert [row["test"] for row in rows] == ["pp8", "pp8 x3", "pp8 @ d40", "pp8 x3 @ d40",
+                                             "tg4", "tg4 x3", "tg4 @ d40", "tg4 x3 @ d40"]
+    tests = bench_json(MODEL, "-p", "0", "-n", "4", "-np", "3", "-d", "40", "-r", "2", "-t", "1", *LIMITS)
+    assert len(tests) == 1
+    t = tests[0]
+    assert (t["test"], t["n_par"], t["n_depth"], t["n_cells_start"]) == ("tg4 x3 @ d40", 3, 40, 120)
+    for ns, ts in zip(t["samples_ns"], t["samples_ts"]):
+        assert ts == pytest.approx(3 * 4 * 1e9 / ns, rel=1e-4)  # ns are whole numbers
+    assert t["achieved_gbs"] == pytest.approx(t["bytes_per_token"] * t["avg_ts"] / 3 / 1e9, rel=1e-6)
+    one = bench_json(MODEL, "-p", "0", "-n", "4", "-r", "1", "-t", "1", *LIMITS)[0]
+    assert one["n_par"] == 1 and one["test"] == "tg4"
+    for bad in ("0", "65", "x"):
+        r = bench(MODEL, "-np", bad, *LIMITS)
+        assert r.returncode == 2 and "-np" in r.stderr
+
+
 def test_ubatch_column_and_zero_lengths():
     r = bench(MODEL, "-p", "16", "-n", "0", "-ub", "4,16", "-r", "1", "-t", "1", *LIMITS)
     assert r.returncode == 0, r.stderr
