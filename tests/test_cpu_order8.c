@@ -120,6 +120,36 @@ static void fill_act(mf_type t, int64_t n, uint8_t *a, int mode) {
     }
 }
 
+/* A several-token dot (dot8n, dot16n) of nr rows against 1..4 activation rows, each its own data,
+ * outputs os apart, equals dot on each (row, token) pair, bit for bit; aux: the rows carry the Q4_0
+ * side data (corrections and float scales) the kernel reads. */
+static void check_several(mf_type t, int variant, int64_t n, int mode, size_t pad, mf_vec_dot_fn dot,
+                          mf_cpu_dot8n_fn fn, const char *name, int nr, bool aux) {
+    const mf_type_traits *tr = mf_type_get_traits(t);
+    enum { NT = 4, MAX_NR = 16 };
+    const size_t ws = mf_row_size(t, n) + pad, os = (size_t)nr + 5;
+    const size_t row = aux ? mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n) : mf_row_size(tr->vec_dot_type, n);
+    const size_t as = row + pad;
+    uint8_t *w = calloc((size_t)nr, ws), *acts = malloc(as * NT);
+    fill_weights(t, n, nr, ws, w, mode);
+    for (int k = 0; k < NT; k++) {
+        fill_act(t, n, acts + (size_t)k * as, mode);
+        if (aux) mf_cpu_q4_0_aux(acts + (size_t)k * as, n);
+    }
+    for (int nt = 1; nt <= NT; nt++) {
+        float got[NT * (MAX_NR + 5)];
+        fn(n, w, ws, acts, as, nt, got, os);
+        for (int k = 0; k < nt; k++)
+            for (int r = 0; r < nr; r++) {
+                const float one = dot(n, w + r * ws, acts + (size_t)k * as);
+                CHECKF(memcmp(&one, &got[k * os + r], sizeof(float)) == 0,
+                       "%s variant %d n=%lld mode %d pad %zu %s nt %d token %d row %d: %.9g vs one-row %.9g",
+                       tr->name, variant, (long long)n, mode, pad, name, nt, k, r, got[k * os + r], one);
+            }
+    }
+    free(acts), free(w);
+}
+
 /* dot8 of 8 rows (ws bytes apart) against one activation row equals dot on each row, bit for bit. */
 static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) {
     const mf_type_traits *tr = mf_type_get_traits(t);
@@ -131,56 +161,8 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
     fill_weights(t, n, NR, ws, w, mode);
     fill_act(t, n, a, mode);
     const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, variant);
-    if (d.dot && d.dot8n) {
-        /* dot8n: the same rows against 1..4 activation rows, each its own data, outputs os apart */
-        enum { NT = 4 };
-        /* rows with their side data where the kernel reads it (Q4_0: corrections and float scales) */
-        const size_t row = d.dot8n_aux ? mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n)
-                                       : mf_row_size(tr->vec_dot_type, n);
-        const size_t as = row + pad, os = NR + 3;
-        uint8_t *acts = malloc(as * NT);
-        for (int k = 0; k < NT; k++) {
-            fill_act(t, n, acts + (size_t)k * as, mode);
-            if (d.dot8n_aux) mf_cpu_q4_0_aux(acts + (size_t)k * as, n);
-        }
-        for (int nt = 1; nt <= NT; nt++) {
-            float got[NT * (NR + 3)];
-            d.dot8n(n, w, ws, acts, as, nt, got, os);
-            for (int k = 0; k < nt; k++)
-                for (int r = 0; r < NR; r++) {
-                    const float one = d.dot(n, w + r * ws, acts + (size_t)k * as);
-                    CHECKF(memcmp(&one, &got[k * os + r], sizeof(float)) == 0,
-                           "%s variant %d n=%lld mode %d pad %zu nt %d token %d row %d: %.9g vs one-row %.9g",
-                           tr->name, variant, (long long)n, mode, pad, nt, k, r, got[k * os + r], one);
-                }
-        }
-        free(acts);
-    }
-    if (d.dot && d.dot16n) {
-        /* dot16n: sixteen rows against 1..4 activation rows with their side data */
-        enum { NR16 = 16, NT = 4 };
-        uint8_t *w16 = malloc(ws * NR16);
-        memset(w16, 0, ws * NR16);
-        fill_weights(t, n, NR16, ws, w16, mode);
-        const size_t as = mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n) + pad, os = NR16 + 5;
-        uint8_t *acts = malloc(as * NT);
-        for (int k = 0; k < NT; k++) {
-            fill_act(t, n, acts + (size_t)k * as, mode);
-            mf_cpu_q4_0_aux(acts + (size_t)k * as, n);
-        }
-        for (int nt = 1; nt <= NT; nt++) {
-            float got[NT * (NR16 + 5)];
-            d.dot16n(n, w16, ws, acts, as, nt, got, os);
-            for (int k = 0; k < nt; k++)
-                for (int r = 0; r < NR16; r++) {
-                    const float one = d.dot(n, w16 + r * ws, acts + (size_t)k * as);
-                    CHECKF(memcmp(&one, &got[k * os + r], sizeof(float)) == 0,
-                           "%s variant %d n=%lld mode %d pad %zu dot16n nt %d token %d row %d: %.9g vs one-row %.9g",
-                           tr->name, variant, (long long)n, mode, pad, nt, k, r, got[k * os + r], one);
-                }
-        }
-        free(acts), free(w16);
-    }
+    if (d.dot && d.dot8n) check_several(t, variant, n, mode, pad, d.dot, d.dot8n, "dot8n", 8, d.dot8n_aux);
+    if (d.dot && d.dot16n) check_several(t, variant, n, mode, pad, d.dot, d.dot16n, "dot16n", 16, true);
     if (d.dot && d.dot8) {
         float eight[NR];
         d.dot8(n, w, ws, a, eight);
