@@ -4,7 +4,8 @@
  * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
  * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the
  * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen
- * rows) for 1..4 activation rows likewise; and the matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
+ * rows) for 1..4 activation rows likewise; and the matmul that uses them (one token, a few, and
+ * several) equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -128,7 +129,8 @@ static void check_several(mf_type t, int variant, int64_t n, int mode, size_t pa
     const mf_type_traits *tr = mf_type_get_traits(t);
     enum { NT = 4, MAX_NR = 16 };
     const size_t ws = mf_row_size(t, n) + pad, os = (size_t)nr + 5;
-    const size_t row = aux ? mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n) : mf_row_size(tr->vec_dot_type, n);
+    const size_t row = aux ? mf_cpu_q4_0_aux_offset(n) + mf_cpu_q4_0_aux_bytes(n)
+                           : mf_row_size(tr->vec_dot_type, n);
     const size_t as = row + pad;
     uint8_t *w = calloc((size_t)nr, ws), *acts = malloc(as * NT);
     fill_weights(t, n, nr, ws, w, mode);
