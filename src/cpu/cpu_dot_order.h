@@ -7,6 +7,8 @@
 #include "graph/graph.h"
 #include "quant/quant.h"
 
+#include <string.h>
+
 /* An ordered dot, for one weight row or four (rows w + r * w_stride; out[r]), against one
  * activation row of the weight type's vec_dot_type, as the activation quantizers write it. */
 typedef void (*mf_cpu_dot4_fn)(int64_t n, const void *w, size_t w_stride, const void *a, float *out);
@@ -47,6 +49,12 @@ typedef struct mf_cpu_ordered_dots {
 static inline size_t mf_cpu_q4_0_aux_offset(int64_t n) { return (mf_row_size(MF_TYPE_Q8_0, n) + 3) & ~(size_t)3; }
 static inline size_t mf_cpu_q4_0_aux_bytes(int64_t n) { return (size_t)(n / 32) * 8; }
 void mf_cpu_q4_0_aux(void *row, int64_t n);
+/* Block i's correction and float scale from a row's side data at aux (the row plus
+ * mf_cpu_q4_0_aux_offset(n), computed once by the caller), for rows of nb = n / 32 blocks. */
+static inline void mf_cpu_q4_0_aux_get(const uint8_t *aux, int64_t nb, int64_t i, int32_t *corr, float *d) {
+    memcpy(corr, aux + 4 * (size_t)i, 4);
+    memcpy(d, aux + 4 * (size_t)(nb + i), 4);
+}
 
 /* Which of llama.cpp's kernels to follow: its plain dots, or (Q4_0 and Q4_K only) its repacked
  * 8-row kernels. For Q4_K, llama.cpp's repacked kernels have two orders: its GEMM, which a prefill

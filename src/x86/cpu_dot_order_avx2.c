@@ -328,8 +328,7 @@ static inline __attribute__((always_inline)) void q4_0_rp_x8_n(const bool aux, c
             int32_t c;
             float dav;
             if (aux) {
-                memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
-                memcpy(&dav, at + aux_at + 4 * (size_t)(n / 32 + i), 4);
+                mf_cpu_q4_0_aux_get(at + aux_at, n / 32, i, &c, &dav);
             } else {
                 c = -8 * mf_x86_hsum8_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, mf_x86_load(ab->qs)), ones16));
                 dav = mf_x86_h2f(ab->d);

@@ -308,8 +308,7 @@ static inline __attribute__((always_inline)) void dot8n_q4_0_rp_t(const bool aux
             float dav;
             if (aux) {
                 int32_t c;
-                memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
-                memcpy(&dav, at + aux_at + 4 * (size_t)(n / 32 + i), 4);
+                mf_cpu_q4_0_aux_get(at + aux_at, n / 32, i, &c, &dav);
                 sum = _mm256_add_epi32(sum, _mm256_set1_epi32(c));
             } else {
                 uint16_t da;
@@ -376,8 +375,7 @@ static inline __attribute__((always_inline)) void dot16n_q4_0_rp_t(const int nt,
             const uint8_t *at = a + (size_t)t * as, *qa = at + (size_t)i * sizeof(mf_block_q8_0) + 2;
             int32_t c;
             float da;
-            memcpy(&c, at + aux_at + 4 * (size_t)i, 4);
-            memcpy(&da, at + aux_at + 4 * (size_t)(nb + i), 4);
+            mf_cpu_q4_0_aux_get(at + aux_at, nb, i, &c, &da);
             __m512i z = _mm512_set1_epi32(c);
             DPB_MEM(z, q[0], qa, 0);
             DPB_MEM(z, q[1], qa, 4);
