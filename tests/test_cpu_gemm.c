@@ -186,6 +186,7 @@ int main(void) {
         /* at the AVX2 level: the plain build, then the AVX-VNNI one where this CPU has it */
         const bool avx2 = cfg.level == MF_SIMD_AVX2;
         const int last = !avx2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
+        if (avx2 && last == 0) printf("  AVX-VNNI build: skipped (this CPU has no AVX-VNNI, or MINFER_AVXVNNI=0)\n");
         for (int b = avx2 ? 0 : -1; b <= last; b++) {
             const bool repacked = t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K;
             const int v = repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN;
