@@ -1,7 +1,9 @@
 /* bench_gemm.c: speed of one prefill matmul through the CPU backend's thread pool: the prefill
  * GEMM (cpu_gemm.h) where the weight type has one, else the ordered dots. Activation quantization
- * is included, as in a real matmul. Prints milliseconds, GMAC/s (wall) and GMAC/s per thread
- * from thread CPU time, which a machine shared with other work disturbs less. With --cold, each
+ * is included, as in a real matmul. Prints which of the two ran, milliseconds, GMAC/s (wall) and
+ * GMAC/s per thread from the process's CPU time, which a machine shared with other work disturbs
+ * less (for a call well under a millisecond the process clock may not yet hold the other threads'
+ * share, so with several threads that figure then reads high). With --cold, each
  * repetition reads a different copy of the weights, enough copies for 512 MiB in all, so that they
  * come from memory as in a model's forward pass (a model's weights exceed the caches; one matrix
  * repeated is served from L2/L3, which hides what a few-token matmul costs when it streams).
@@ -86,10 +88,9 @@ int main(int argc, char **argv) {
         if (dt < best) best = dt;
         if (dc < best_cpu) best_cpu = dc;
     }
-    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, &w);
     printf("%s N=%lld K=%lld nt=%lld threads=%d %s: %.3f ms, %.1f GMAC/s, %.1f GMAC/s per thread (CPU time)\n",
            tr->name, (long long)N, (long long)K, (long long)nt, threads,
-           g && nt >= g->min_tokens ? "GEMM" : "dots", best * 1e3, macs / best * 1e-9, macs / best_cpu * 1e-9);
+           mf_cpu_matmul_runs_gemm(&cfg, &w, nt) ? "GEMM" : "dots", best * 1e3, macs / best * 1e-9, macs / best_cpu * 1e-9);
     mf_pool_free(pool);
     free(wq), free(row), free(x), free(y), free(work);
     return 0;

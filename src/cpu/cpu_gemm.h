@@ -31,6 +31,8 @@ typedef struct mf_cpu_gemm {
  * its type or order on this CPU, or the ordered kernels are off: then the SIMD kernels' own
  * multi-row tiles serve). */
 const mf_cpu_gemm *mf_cpu_gemm_for(const mf_cpu_cfg *cfg, const mf_weight *w);
+/* Whether mf_cpu_matmul of nt tokens runs that GEMM (rather than the one-row or several-token dots). */
+bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt);
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>

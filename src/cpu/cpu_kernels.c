@@ -32,6 +32,11 @@ static bool use_gemm(const mf_cpu_gemm *g, const mf_cpu_ordered_dots *d, int64_t
     return g && nt >= g->min_tokens && !(d->dot8n && nt <= d->dot8n_tokens);
 }
 
+bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
+    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
+    return use_gemm(k->gemm, &k->ord, nt);
+}
+
 /* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
 static bool use_aux(const mf_cpu_mm_kernels *k, int64_t nt) {
     return k->ord.dot8n_aux && nt > 1 && !use_gemm(k->gemm, &k->ord, nt);
