@@ -34,7 +34,7 @@ static bool use_gemm(const mf_cpu_gemm *g, const mf_cpu_ordered_dots *d, int64_t
 
 bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
-    return use_gemm(k->gemm, &k->ord, nt);
+    return k->quant && use_gemm(k->gemm, &k->ord, nt);
 }
 
 /* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
