@@ -436,6 +436,15 @@ static void admit(serve_engine *e) {
     }
 }
 
+/* The fewest prompt tokens a step beside generating slots takes. A prompt token costs about 1.4x
+ * more in such a small chunk than in a full batch, so a long prompt's first token waits about
+ * (decode-only step / floor + that cost) per token; the generating slots wait one such step per
+ * token. Measured (docs/server.md, tools/bench_step.c: 0.5B, 2 threads, a 2,000-token newcomer
+ * beside 3 streams): 8 tokens slowed three streams arriving together (their 96 prompt tokens take
+ * 12 steps), 16 made the streams' p99 latency under the newcomer 52-75 ms against 35-54 for 12,
+ * with the newcomer's first token the same within noise. */
+enum { PROMPT_FLOOR = 12 };
+
 static void step(serve_engine *e) {
     const int32_t n_batch = e->s->p->n_batch;
     int32_t n = 0, n_dec = 0;
@@ -461,10 +470,12 @@ static void step(serve_engine *e) {
         }
     }
     n_dec = n;
-    /* prompt budget: a decode-only step's worth of prompt work beside generating slots, the whole
-     * batch otherwise (the estimates start at 0: the first steps take what fits) */
+    /* prompt budget: a decode-only step's worth of prompt work beside generating slots, at least
+     * PROMPT_FLOOR tokens; the whole batch otherwise (the estimates start at 0: the first steps
+     * take what fits) */
     int32_t budget = n_batch - n;
-    if (n_dec && e->prefill_s_tok > 0) budget = MF_SERVE_MIN(budget, MF_SERVE_MAX(16, (int32_t)(e->decode_s / e->prefill_s_tok)));
+    if (n_dec && e->prefill_s_tok > 0)
+        budget = MF_SERVE_MIN(budget, MF_SERVE_MAX(PROMPT_FLOOR, (int32_t)(e->decode_s / e->prefill_s_tok)));
     int32_t n_pre = 0;
     for (int32_t k = 0; k < e->n_slots && budget > 0; k++) {
         const int32_t i = (e->rr + k) % e->n_slots;
