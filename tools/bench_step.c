@@ -15,13 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -124,9 +117,9 @@ static int run(const mf_model *m, const bench_args *a, op_log *log, double *time
         if (n == 0) continue;
         const mf_batch b = {.n_tokens = n, .tokens = tok, .pos = pos, .seq = seq, .logits = lg};
         if (log) log->kind = kind;
-        const double t0 = now_s();
+        const double t0 = mf_time_s();
         rc = decode(c, &b);
-        times[kind * a->reps + r / 2] = now_s() - t0;
+        times[kind * a->reps + r / 2] = mf_time_s() - t0;
         if (log) log->kind = -1;
         for (int32_t s = 0; s < a->S && !rc; s++) rc = mf_context_seq_rm(c, s, a->prompt, -1) ? -1 : 0;
         if (kind && !rc) rc = mf_context_seq_rm(c, a->S, a->D, -1) ? -1 : 0;

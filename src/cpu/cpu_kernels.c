@@ -25,21 +25,21 @@ static size_t act_bytes(size_t act_row, int64_t nt) { return (act_row * (size_t)
 
 static size_t gemm_scratch(const mf_cpu_gemm *g, int64_t K) { return (g->scratch_size(K) + 63) & ~(size_t)63; }
 
-/* Whether a matmul of nt tokens runs the ordered GEMM g (NULL: there is none) rather than the dots:
- * up to d->dot8n_tokens tokens, the several-token eight-row dots need no packed panels and unpack
- * each weight block once for up to four tokens. */
-static bool use_gemm(const mf_cpu_gemm *g, const mf_cpu_ordered_dots *d, int64_t nt) {
-    return g && nt >= g->min_tokens && !(d->dot8n && nt <= d->dot8n_tokens);
+/* Whether a matmul of nt tokens runs the entry's ordered GEMM (none without one, or without an
+ * activation quantizer) rather than the dots: up to dot8n_tokens tokens, the several-token
+ * eight-row dots need no packed panels and unpack each weight block once for up to four tokens. */
+static bool use_gemm(const mf_cpu_mm_kernels *k, int64_t nt) {
+    const mf_cpu_gemm *g = k->gemm;
+    return k->quant && g && nt >= g->min_tokens && !(k->ord.dot8n && nt <= k->ord.dot8n_tokens);
 }
 
 bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
-    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
-    return k->quant && use_gemm(k->gemm, &k->ord, nt);
+    return use_gemm(mf_cpu_mm_kernels_for(cfg, w), nt);
 }
 
 /* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
 static bool use_aux(const mf_cpu_mm_kernels *k, int64_t nt) {
-    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k->gemm, &k->ord, nt);
+    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k, nt);
 }
 
 size_t mf_cpu_matmul_act_row(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
@@ -52,7 +52,7 @@ size_t mf_cpu_matmul_act_row(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t 
 size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
     if (!k->dot || !k->quant) return 0;
-    const size_t scratch = use_gemm(k->gemm, &k->ord, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
+    const size_t scratch = use_gemm(k, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
     /* + 64: the caller's buffer need not be aligned */
     return act_bytes(mf_cpu_matmul_act_row(cfg, w, nt), nt) + scratch + 64;
 }
@@ -190,7 +190,7 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
     /* the ordered dots (llama.cpp's float order, the same for every token) or the level's tile */
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.ord = k->ord;
-    if (k->quant && use_gemm(k->gemm, &k->ord, nt)) {
+    if (use_gemm(k, nt)) {
         m.gemm_ord = k->gemm;
         m.scratch_bytes = gemm_scratch(k->gemm, w->ne[0]);
     }
