@@ -205,9 +205,18 @@ typedef struct mf_context mf_context;
  * wrong shape), MF_ERR_UNSUPPORTED (architecture or weight type). */
 mf_status mf_model_load(const char *path, mf_model **out);
 /* Load options. no_mmap: read the file into memory (in 2 MiB pages where the OS gives them) instead
- * of mapping it: loading takes a copy, but decoding streams the weights faster (fewer TLB misses). */
+ * of mapping it: loading takes a copy, but decoding streams the weights faster (fewer TLB misses).
+ * no_repack: keep every weight in the file's layout only. Otherwise the matrices whose kernels on
+ * this CPU have a layout of their own (AVX-512: Q4_0) are copied into it once at load, the same
+ * size as in the file (mf_model_info.packed_bytes), and the mapped file's pages of those matrices
+ * are released (the file stays mapped; they are read again only if something needs them). Their
+ * matmuls then never transpose the file's blocks, which costs most with few tokens: decoding,
+ * speculative verification, a server's short prompt chunks. The results are the same bits either
+ * way. The copy serves contexts of the best instruction set and MF_ORDER_EXACT only: a program that
+ * runs other kernels sets no_repack. */
 typedef struct mf_model_load_params {
     bool no_mmap;
+    bool no_repack;
 } mf_model_load_params;
 mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params, mf_model **out);
 void mf_model_free(mf_model *m);
@@ -233,6 +242,8 @@ typedef struct mf_model_info {
     const char *pages;         /* how the OS holds the mapped weights: "huge" (2 MiB pages),
                                   "reloaded" (read again into 2 MiB pages at load), "small", "read"
                                   (read into memory, no_mmap), "n/a" */
+    uint64_t packed_bytes;     /* bytes of the matrices copied at load into the kernels' own layout */
+    uint32_t n_packed;         /* how many matrices (0 with no_repack) */
 } mf_model_info;
 /* Fill *info; never fails for a loaded model. Strings belong to the model. */
 void mf_model_get_info(const mf_model *m, mf_model_info *info);

@@ -3,7 +3,8 @@
  * extreme weights and activations, rows that are not a multiple of 16, every
  * token count around the GEMMs' tiles, row ranges starting inside the matrix; then a matmul through
  * the thread pool, bias included. At the AVX2 level both builds of each GEMM, plain AVX2 and
- * AVX-VNNI (where the CPU has it), whichever the dispatch table chose. Skipped (exit 77) where no
+ * AVX-VNNI (where the CPU has it), whichever the dispatch table chose. Where a GEMM has a packed
+ * layout (mf_cpu_pack), the same checks again with the weight packed. Skipped (exit 77) where no
  * type has a GEMM. */
 #include "test.h"
 
@@ -68,12 +69,25 @@ static const mf_cpu_gemm *gemm_under_test(const mf_weight *w) {
     return mf_cpu_gemm_avx2_build(w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN, avx2_build == 1);
 }
 
-/* One GEMM call over rows [o0, o1) against the ordered dots. */
-static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, bool extreme) {
+/* The weight's packed layout for g (mf_cpu_pack) where g has one for it, else NULL. */
+static void *pack_for(const mf_cpu_gemm *g, weight *w) {
+    if (!g->pack || !g->packed_size(&w->w) || g != mf_cpu_gemm_for(&cfg, &w->w)) return NULL;
+    void *p = aligned_alloc(64, (g->packed_size(&w->w) + 63) & ~(size_t)63);
+    memset(p, 0xA5, g->packed_size(&w->w)); /* every byte is the packer's to write */
+    mf_cpu_pack(&w->w, p);
+    CHECK(mf_cpu_gemm_packed(g, &w->w));
+    return p;
+}
+
+/* One GEMM call over rows [o0, o1) against the ordered dots; with packed, from the weight's packed
+ * layout (skipped where the GEMM has none for it). */
+static void check_gemm_as(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, bool extreme,
+                          bool packed) {
     if (K % mf_type_get_traits(t)->blck_size) return; /* e.g. K = 896 holds no whole K-quant block */
     weight w = make_weight(t, N, K, extreme);
     const mf_cpu_gemm *g = gemm_under_test(&w.w);
-    if (!g) {
+    void *pk = g && packed ? pack_for(g, &w) : NULL;
+    if (!g || (packed && !pk)) {
         free(w.wf), free(w.wq);
         return;
     }
@@ -106,18 +120,29 @@ static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, 
                        mf_type_name(t), (long long)N, (long long)K, (long long)nt, (long long)o0, (long long)o1,
                        extreme ? " extreme" : "", (long long)tk, (long long)o, v, ref);
         }
-    CHECKF(bad == 0, "%s N=%lld K=%lld nt=%lld: %d outputs differ", mf_type_name(t), (long long)N, (long long)K,
-           (long long)nt, bad);
-    free(w.wf), free(w.wq), free(a), free(y), free(scratch);
+    CHECKF(bad == 0, "%s N=%lld K=%lld nt=%lld%s: %d outputs differ", mf_type_name(t), (long long)N, (long long)K,
+           (long long)nt, pk ? " packed" : "", bad);
+    free(w.wf), free(w.wq), free(a), free(y), free(scratch), free(pk);
 }
 
-/* The whole matmul through a two-thread pool, with a bias, against one ordered dot per output. */
-static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
+static void check_gemm(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o0, int64_t o1, bool extreme) {
+    check_gemm_as(t, N, K, nt, o0, o1, extreme, false);
+    check_gemm_as(t, N, K, nt, o0, o1, extreme, true);
+}
+
+/* The whole matmul through a two-thread pool, with a bias, against one ordered dot per output;
+ * with packed, of the weight in its packed layout (skipped where there is none). */
+static void check_matmul_as(mf_type t, int64_t N, int64_t K, int64_t nt, bool packed) {
+    if (K % mf_type_get_traits(t)->blck_size) return;
     weight w = make_weight(t, N, K, false);
-    if (!mf_cpu_gemm_for(&cfg, &w.w)) {
+    const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, &w.w);
+    void *pk = g && packed ? pack_for(g, &w) : NULL;
+    if (!g || (packed && !pk)) {
         free(w.wf), free(w.wq);
         return;
     }
+    if (pk) CHECKF(mf_cpu_matmul_runs_gemm(&cfg, &w.w, nt), "%s: a packed weight's matmul of %lld tokens runs the dots",
+                   mf_type_name(t), (long long)nt);
     float *bias = malloc((size_t)N * sizeof(float)), *x = malloc((size_t)(K * nt) * sizeof(float));
     float *y = malloc((size_t)(N * nt) * sizeof(float));
     for (int64_t o = 0; o < N; o++) bias[o] = frand();
@@ -140,9 +165,14 @@ static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
                        (long long)N, (long long)K, (long long)nt, (long long)tk, (long long)o, y[tk * N + o], ref);
         }
     }
-    CHECKF(bad == 0, "%s matmul: %d outputs differ", mf_type_name(t), bad);
+    CHECKF(bad == 0, "%s matmul nt=%lld%s: %d outputs differ", mf_type_name(t), (long long)nt, pk ? " packed" : "", bad);
     mf_pool_free(pool);
-    free(w.wf), free(w.wq), free(bias), free(x), free(y), free(work), free(a);
+    free(w.wf), free(w.wq), free(bias), free(x), free(y), free(work), free(a), free(pk);
+}
+
+static void check_matmul(mf_type t, int64_t N, int64_t K, int64_t nt) {
+    check_matmul_as(t, N, K, nt, false);
+    check_matmul_as(t, N, K, nt, true);
 }
 static void check_type(mf_type t) {
     const int64_t Ks[] = {256, 768, 4864};
@@ -166,6 +196,8 @@ static void check_type(mf_type t) {
     check_gemm(t, 40, 928, 2, 16, 40, false);
     check_matmul(t, 896, 768, 37); /* K a multiple of 256, for the K-quants */
     check_matmul(t, 136, 4864, 9);
+    /* a packed weight serves every token count: decode, a few tokens, past the few-token path */
+    for (int64_t nt = 1; nt <= 6; nt++) check_matmul(t, 200, 1024, nt);
 }
 #endif
 

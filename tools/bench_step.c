@@ -167,7 +167,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     mf_model *m;
-    if (mf_model_load(path, &m)) {
+    const char *repack = getenv("MINFER_REPACK"); /* 0: as minfer --no-repack */
+    const mf_model_load_params lp = {.no_repack = repack && !strcmp(repack, "0")};
+    if (mf_model_load_ex(path, &lp, &m)) {
         fprintf(stderr, "bench_step: %s\n", mf_last_error());
         return 1;
     }

@@ -62,9 +62,13 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
 
 /* The settings the library takes as parameters and the program reads from the environment:
  * MINFER_ISA (scalar, avx2, avx512, neon), MINFER_ORDER (fast), MINFER_TRACE (a JSON file of per-node
- * statistics), MINFER_DUMP_DIR (node values as raw f32, with MINFER_TRACE). A bad value is reported
- * and ignored. MINFER_LOG (error, warn, info, debug) is applied by main. */
+ * statistics), MINFER_DUMP_DIR (node values as raw f32, with MINFER_TRACE), MINFER_REPACK (0: as
+ * --no-repack; cli_load_params). A bad value is reported and ignored. MINFER_LOG (error, warn, info, debug) is applied by main. */
 void cli_context_env(mf_context_params *p);
+/* Model load parameters from the flags (--no-mmap, --no-repack) and the environment: MINFER_REPACK=0,
+ * or a MINFER_ISA or MINFER_ORDER under which the contexts will not run the best kernels, loads
+ * without the kernels' packed copies (mf_model_load_params.no_repack: they would go unused). */
+mf_model_load_params cli_load_params(bool no_mmap, bool no_repack);
 
 /* A model reference (a path, a cached model's name, hf:ORG/REPO[:QUANT|:FILE], ollama:NAME[:TAG]) as
  * a local path, downloaded first when it is not cached, with progress on stderr (minfer/hub.h). The

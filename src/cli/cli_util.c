@@ -70,6 +70,15 @@ void cli_context_env(mf_context_params *p) {
     if (dump && *dump) p->trace_dump_dir = dump;
 }
 
+mf_model_load_params cli_load_params(bool no_mmap, bool no_repack) {
+    const char *isa = getenv("MINFER_ISA"), *order = getenv("MINFER_ORDER"), *repack = getenv("MINFER_REPACK");
+    mf_isa level = MF_ISA_AUTO;
+    if (isa && *isa && mf_isa_from_name(isa, &level) != MF_OK) level = MF_ISA_AUTO; /* cli_context_env reports it */
+    no_repack |= mf_isa_resolve(level) != mf_isa_resolve(MF_ISA_AUTO) || (order && !strcmp(order, "fast")) ||
+                 (repack && !strcmp(repack, "0"));
+    return (mf_model_load_params){.no_mmap = no_mmap, .no_repack = no_repack};
+}
+
 static int stdout_errno; /* the errno of the first failed write to stdout, -1 when unknown */
 
 bool cli_stdout_ok(void) {

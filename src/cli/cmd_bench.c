@@ -30,7 +30,7 @@ typedef struct {
     int n_models;
     int_list pp, tg, threads, ubatch, depth, par;
     long long reps;
-    bool json, warmup, kv_f32, no_mmap;
+    bool json, warmup, kv_f32, no_mmap, no_repack;
     double mem_bw, peak_gmacs; /* 0: probe */
 } bench_opts;
 
@@ -50,6 +50,7 @@ typedef struct {
     uint64_t macs_output; /* the output projection's share of macs_per_token */
     double load_s;
     const char *pages; /* how the page cache held the weights: mf_gguf_pages_name, or "read" (-mmp 0) */
+    uint64_t packed_bytes; /* matrices copied into the kernels' layout at load (-nr: none) */
 } model_info;
 
 typedef struct {
@@ -85,6 +86,7 @@ static void usage(FILE *f) {
             "  -o, --output md|json  output format (default md); --json is -o json\n"
             "  --kv-type f16|f32     KV cache type (default f16)\n"
             "  -mmp, --mmap 0|1      1: map the model file (default); 0: read it into memory (huge pages)\n"
+            "  -nr, --no-repack      keep the weights in the file's layout only (no packed copies)\n"
             "  --no-warmup           skip the untimed warm-up run\n"
             "  --mem-bw GBS          memory bandwidth limit in GB/s (env MINFER_MEM_BW; default: probe)\n"
             "  --peak-gmacs G        int8 MAC peak in GMAC/s (env MINFER_PEAK_GMACS; default: probe)\n");
@@ -132,6 +134,7 @@ static void describe_model(const mf_model *m, double load_s, model_info *mi) {
     mi->macs_output = info.macs_output;
     mi->load_s = load_s;
     mi->pages = info.pages;
+    mi->packed_bytes = info.packed_bytes;
     /* The file type as written by the quantizer, else the type holding most matrix bytes. */
     uint32_t ft;
     const char *tname = NULL;
@@ -332,7 +335,7 @@ static json_t *result_json(const bench_result *r) {
     char test[48];
     test_name(r, test, sizeof test);
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:I, s:f, s:f, s:o, s:o,"
-                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s, s:s, s:s}",
+                     " s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f, s:s, s:s, s:I, s:s, s:I, s:s, s:s}",
                      "model_filename", r->path, "model_type", r->mi.type, "model_size", (json_int_t)r->mi.size,
                      "model_n_params", (json_int_t)r->mi.n_params, "backends", "CPU", "n_threads", r->n_threads,
                      "n_ubatch", r->n_ubatch, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", r->n_depth, "n_par", r->n_par, "n_cells_start", r->n_cells_start, "test", test,
@@ -342,7 +345,7 @@ static json_t *result_json(const bench_result *r) {
                      (json_int_t)r->mi.macs_per_token, "macs_output", (json_int_t)r->mi.macs_output, "achieved_gbs", r->gbps, "achieved_gmacs", r->gmacs,
                      "mem_bw_gbs", r->lim.mem_bw, "mem_bw_source", r->lim.bw_src, "peak_gmacs", r->lim.gmacs,
                      "peak_gmacs_source", r->lim.gmacs_src, "peak_gmacs_isa", r->lim.isa, "peak_rss_bytes",
-                     (json_int_t)r->peak_rss, "pages", r->mi.pages, "isa", r->isa, "cpu_info", mf_cpu_name());
+                     (json_int_t)r->peak_rss, "pages", r->mi.pages, "packed_bytes", (json_int_t)r->mi.packed_bytes, "isa", r->isa, "cpu_info", mf_cpu_name());
 }
 
 /* Commas separate models, as in llama-bench's -m; the path strings stay in argv, cut in place. */
@@ -418,6 +421,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                 return 2;
             }
             o->no_mmap = !strcmp(val, "0");
+        } else if (!strcmp(a, "-nr") || !strcmp(a, "--no-repack")) {
+            o->no_repack = true;
         } else if ((r = cli_take_value(argc, argv, &i, "--mem-bw", &val))) {
             if (r < 0 || !cli_parse_float("--mem-bw", val, 0.001, 1e6, &o->mem_bw)) return 2;
         } else if ((r = cli_take_value(argc, argv, &i, "--peak-gmacs", &val))) {
@@ -455,7 +460,7 @@ int cmd_bench(int argc, char **argv) {
             break;
         }
         double t0 = mf_time_s();
-        const mf_model_load_params lp = {.no_mmap = o.no_mmap};
+        const mf_model_load_params lp = cli_load_params(o.no_mmap, o.no_repack);
         mf_status st = mf_model_load_ex(o.paths[mi], &lp, &m);
         if (st) {
             cli_error_status(st, "bench");

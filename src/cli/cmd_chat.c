@@ -359,7 +359,7 @@ static int setup(chat *ch) {
     chat_opts *o = &ch->o;
     mf_status st;
     if (!(o->mo.model = cli_model(o->mo.model))) return 1; /* a path, a cached name, hf:..., ollama:... */
-    const mf_model_load_params lp = {.no_mmap = o->mo.no_mmap};
+    const mf_model_load_params lp = cli_load_params(o->mo.no_mmap, o->mo.no_repack);
     if ((st = mf_model_load_ex(o->mo.model, &lp, &ch->m))) return cli_error_status(st, "chat"), 1;
     if (!mf_model_tokenizer(ch->m)) return cli_error_status(MF_ERR_FORMAT, "tokenizer"), 1;
     if ((st = mf_chat_template_from_gguf(mf_model_gguf(ch->m), NULL, &ch->t))) return cli_error_status(st, "chat template"), 1;

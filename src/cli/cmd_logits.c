@@ -129,7 +129,8 @@ int cmd_logits(int argc, char **argv) {
     int8_t *want = NULL;
     FILE *f = NULL;
     if (!(model_path = cli_model(model_path))) return 1;
-    mf_status st = mf_model_load(model_path, &m);
+    const mf_model_load_params lp = cli_load_params(false, false);
+    mf_status st = mf_model_load_ex(model_path, &lp, &m);
     if (st) {
         cli_error_status(st, "logits");
         goto done;

@@ -155,7 +155,7 @@ int cmd_run(int argc, char **argv) {
     if (!(o.mo.model = cli_model(o.mo.model))) goto done; /* a path, a cached name, hf:..., ollama:... */
     double t0 = mf_time_s();
 
-    const mf_model_load_params lp = {.no_mmap = o.mo.no_mmap};
+    const mf_model_load_params lp = cli_load_params(o.mo.no_mmap, o.mo.no_repack);
     if ((st = mf_model_load_ex(o.mo.model, &lp, &m))) goto fail;
     double load_s = mf_time_s() - t0;
     what = "tokenizer";

@@ -27,7 +27,8 @@ static void usage(FILE *f) {
             "  --alias NAME           the model's name in answers and /v1/models (default: the file name)\n"
             "  --kv-type f16|f32      KV cache type (default f16)\n"
             "  --cors-origin ORIGIN   send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
-            "  --no-mmap              read the model into memory instead of mapping it\n",
+            "  --no-mmap              read the model into memory instead of mapping it\n"
+            "  -nr, --no-repack       keep the weights in the file's layout only (no packed copies for the kernels)\n",
             MF_MAX_SEQ);
     cli_spec_usage(f);
     fprintf(f, "sampling defaults (a request's own fields override them):\n");
@@ -73,6 +74,8 @@ int cmd_serve(int argc, char **argv) {
             goto done;
         } else if (!strcmp(argv[i], "--no-mmap")) {
             p.no_mmap = true;
+        } else if (!strcmp(argv[i], "-nr") || !strcmp(argv[i], "--no-repack")) {
+            p.no_repack = true;
         } else if ((r = cli_take_value(argc, argv, &i, "-m", &v)) || (r = cli_take_value(argc, argv, &i, "--model", &v))) {
             if (r < 0) goto done;
             p.model = v;
@@ -145,6 +148,7 @@ int cmd_serve(int argc, char **argv) {
     p.spec = spec.p;
     if (spec.draft_path && !(p.draft_model = cli_model(spec.draft_path))) goto done;
     p.on_ready = print_ready;
+    p.no_repack = cli_load_params(p.no_mmap, p.no_repack).no_repack;
     mf_status st = mf_serve_run(&p);
     if (st) {
         cli_error_status(st, "serve");

@@ -32,6 +32,7 @@ int cli_model_arg(int argc, char **argv, int *i, cli_model_opts *o) {
     const char *a = argv[*i];
     if (!strcmp(a, "--no-fuse")) return o->no_fuse = true, 1;
     if (!strcmp(a, "--no-mmap")) return o->no_mmap = true, 1;
+    if (!strcmp(a, "-nr") || !strcmp(a, "--no-repack")) return o->no_repack = true, 1;
     static const char *const model[] = {"-m", "--model", NULL}, *const prompt[] = {"-p", "--prompt", NULL},
                              *const file[] = {"-f", "--file", NULL},
                              *const sys[] = {"-sys", "--system", "--system-prompt", NULL},
@@ -204,6 +205,7 @@ void cli_model_usage(FILE *f) {
           "  -ngl N                 accepted and ignored: minfer runs on the CPU\n"
           "  --no-fuse              disable the graph fusion passes\n"
           "  --no-mmap              read the model into memory (huge pages) instead of mapping it\n"
+          "  -nr, --no-repack       keep the weights in the file's layout only (no packed copies for the kernels)\n"
           "  --                     end of options: what follows is the model and the prompt\n",
           f);
 }

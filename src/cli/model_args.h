@@ -24,7 +24,7 @@ typedef struct cli_model_opts {
     const char *prompt;      /* -p / the second positional argument ("-": standard input) */
     const char *prompt_file; /* -f FILE ("-": standard input) */
     const char *system;      /* -sys / --system */
-    bool no_fuse, no_mmap, kv_f32;
+    bool no_fuse, no_mmap, no_repack, kv_f32;
     const char *ctk, *ctv;   /* -ctk / -ctv as given */
     long long n_ctx, threads, ubatch;
     bool ubatch_set, end_of_options;

@@ -60,7 +60,8 @@ bool cli_spec_create(cli_spec_opts *o, const mf_model *target, mf_context *ctx, 
     if (o->draft_path) {
         const char *path = cli_model(o->draft_path);
         if (!path) return false;
-        if ((st = mf_model_load(path, &o->draft))) {
+        const mf_model_load_params lp = cli_load_params(false, false);
+        if ((st = mf_model_load_ex(path, &lp, &o->draft))) {
             cli_error("draft model %s: %s", o->draft_path, mf_last_error());
             return false;
         }

@@ -45,6 +45,12 @@ bool mf_cpu_type_supported(mf_type t);
 /* Build the kernels' lookup tables (idempotent, thread-safe; the kernels call it themselves). */
 void mf_cpu_init_tables(void);
 
+/* The packed layout of w for this CPU's best kernels (MF_ISA_AUTO, MF_ORDER_EXACT; cpu_gemm.h):
+ * its size in bytes (0: none for this weight), and writing it at dst (64-byte aligned), after
+ * which w->packed and w->packed_for are set. Contexts of other kernels keep reading w->data. */
+size_t mf_cpu_packed_size(const mf_weight *w);
+void mf_cpu_pack(mf_weight *w, void *dst);
+
 /* Scratch for mf_cpu_matmul on a pool of up to n_threads threads: the activations quantized to the
  * weight's vec_dot_type and, where a prefill GEMM serves nt rows, each thread's GEMM scratch. */
 size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads);

@@ -25,7 +25,19 @@ typedef struct mf_cpu_gemm {
      * row t < nt: act + t * act_row holds row t quantized to the weight type's vec_dot_type. No bias. */
     void (*run)(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch);
+    /* Optional (NULL where the GEMM has none): its own layout of a whole weight, made once at load
+     * (mf_cpu_pack) so that no call transposes the file's blocks into panels. pack writes
+     * packed_size(w) bytes at dst (64-byte aligned; a size of 0: not for this weight). run reads
+     * w->packed where w->packed_for is this GEMM, and then serves every matmul of that weight, from
+     * one token up, the dots none. */
+    size_t (*packed_size)(const mf_weight *w);
+    void (*pack)(const mf_weight *w, void *dst);
 } mf_cpu_gemm;
+
+/* Whether w carries g's packed layout. */
+static inline bool mf_cpu_gemm_packed(const mf_cpu_gemm *g, const mf_weight *w) {
+    return w->packed && w->packed_for == (const void *)g;
+}
 
 /* The GEMM for this weight (its entry in the dispatch table, cpu_dispatch.h), or NULL (no GEMM for
  * its type or order on this CPU, or the ordered kernels are off: then the SIMD kernels' own

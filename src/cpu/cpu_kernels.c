@@ -27,32 +27,56 @@ static size_t gemm_scratch(const mf_cpu_gemm *g, int64_t K) { return (g->scratch
 
 /* Whether a matmul of nt tokens runs the entry's ordered GEMM (none without one, or without an
  * activation quantizer) rather than the dots: up to dot8n_tokens tokens, the several-token
- * eight-row dots need no packed panels and unpack each weight block once for up to four tokens. */
-static bool use_gemm(const mf_cpu_mm_kernels *k, int64_t nt) {
+ * eight-row dots need no packed panels and unpack each weight block once for up to four tokens. A
+ * weight packed for the GEMM at load (mf_cpu_pack) takes the GEMM for every token count. */
+static bool use_gemm(const mf_cpu_mm_kernels *k, const mf_weight *w, int64_t nt) {
     const mf_cpu_gemm *g = k->gemm;
-    return k->quant && g && nt >= g->min_tokens && !(k->ord.dot8n && nt <= k->ord.dot8n_tokens);
+    if (!k->quant || !g) return false;
+    if (mf_cpu_gemm_packed(g, w)) return true;
+    return nt >= g->min_tokens && !(k->ord.dot8n && nt <= k->ord.dot8n_tokens);
 }
 
 bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
-    return use_gemm(mf_cpu_mm_kernels_for(cfg, w), nt);
+    return use_gemm(mf_cpu_mm_kernels_for(cfg, w), w, nt);
 }
 
 /* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
-static bool use_aux(const mf_cpu_mm_kernels *k, int64_t nt) {
-    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k, nt);
+static bool use_aux(const mf_cpu_mm_kernels *k, const mf_weight *w, int64_t nt) {
+    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k, w, nt);
+}
+
+/* The GEMM of the best kernels that has a packed layout for w, or NULL. */
+static const mf_cpu_gemm *packing_gemm(const mf_weight *w) {
+    const mf_cpu_cfg cfg = mf_cpu_cfg_for(MF_ISA_AUTO, MF_ORDER_EXACT);
+    const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(&cfg, w);
+    const mf_cpu_gemm *g = k->quant ? k->gemm : NULL;
+    return g && g->pack && g->packed_size(w) ? g : NULL;
+}
+
+size_t mf_cpu_packed_size(const mf_weight *w) {
+    const mf_cpu_gemm *g = packing_gemm(w);
+    return g ? g->packed_size(w) : 0;
+}
+
+void mf_cpu_pack(mf_weight *w, void *dst) {
+    const mf_cpu_gemm *g = packing_gemm(w);
+    MF_ASSERT(g && ((uintptr_t)dst & 63) == 0);
+    g->pack(w, dst);
+    w->packed = dst;
+    w->packed_for = g;
 }
 
 size_t mf_cpu_matmul_act_row(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
     if (!k->dot || !k->quant) return 0;
     const int64_t K = w->ne[0];
-    return use_aux(k, nt) ? mf_cpu_q4_0_aux_offset(K) + mf_cpu_q4_0_aux_bytes(K) : mf_row_size(k->act, K);
+    return use_aux(k, w, nt) ? mf_cpu_q4_0_aux_offset(K) + mf_cpu_q4_0_aux_bytes(K) : mf_row_size(k->act, K);
 }
 
 size_t mf_cpu_matmul_work_size(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t nt, int n_threads) {
     const mf_cpu_mm_kernels *k = mf_cpu_mm_kernels_for(cfg, w);
     if (!k->dot || !k->quant) return 0;
-    const size_t scratch = use_gemm(k, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
+    const size_t scratch = use_gemm(k, w, nt) ? gemm_scratch(k->gemm, w->ne[0]) * (size_t)n_threads : 0;
     /* + 64: the caller's buffer need not be aligned */
     return act_bytes(mf_cpu_matmul_act_row(cfg, w, nt), nt) + scratch + 64;
 }
@@ -190,14 +214,14 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
     /* the ordered dots (llama.cpp's float order, the same for every token) or the level's tile */
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
     m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.ord = k->ord;
-    if (use_gemm(k, nt)) {
+    if (use_gemm(k, w, nt)) {
         m.gemm_ord = k->gemm;
         m.scratch_bytes = gemm_scratch(k->gemm, w->ne[0]);
     }
     if (m.quant) {
         m.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
         m.act_row = mf_cpu_matmul_act_row(cfg, w, nt);
-        m.aux = use_aux(k, nt);
+        m.aux = use_aux(k, w, nt);
         m.scratch = m.act + act_bytes(m.act_row, nt);
         if (act_ready)
             ; /* the previous matmul left these rows quantized in work */

@@ -24,6 +24,10 @@ typedef struct mf_weight {
     int64_t ne[4];
     size_t row_bytes; /* bytes of one row of ne[0] values */
     const void *data;
+    /* A copy of data in the layout of one CPU GEMM (packed_for: that mf_cpu_gemm), made once at load
+     * where this CPU runs that GEMM (mf_cpu_pack); NULL: none. Only that GEMM reads it. */
+    const void *packed;
+    const void *packed_for;
 } mf_weight;
 
 /* Append-only: the values appear in exported graphs. */

@@ -1,15 +1,20 @@
 /* model.c: loading a model: architecture dispatch, hyper-parameters from `<arch>.*` metadata (with
  * clear errors for missing ones), and every weight checked for presence, shape and a usable type
- * before any graph is built. Weights stay in the read-only mapping (never copied). */
+ * before any graph is built. Weights stay in the read-only mapping, but for the matrices some
+ * kernels keep in a layout of their own (pack_weights). */
 #include "model/model.h"
 #include "cpu/cpu.h"
 
 #include "tok/tokenizer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static const char *const arch_names[MF_ARCH_COUNT] = {"llama", "qwen2", "qwen3"};
 
@@ -48,6 +53,8 @@ void mf_model_get_info(const mf_model *m, mf_model_info *mi) {
     mi->file_size = mf_gguf_file_size(m->gguf);
     mi->n_parts = mf_gguf_n_parts(m->gguf);
     mi->pages = m->no_mmap ? "read" : mf_gguf_pages_name(m->pages);
+    mi->packed_bytes = m->packed_bytes;
+    mi->n_packed = m->n_packed;
 }
 
 const mf_tokenizer *mf_model_tokenizer(const mf_model *cm) {
@@ -255,6 +262,104 @@ static mf_status load_weights(mf_model *m) {
     return check_unused(m);
 }
 
+/* The matrices the graph multiplies by, each once (a tied output is the embedding table). */
+static int64_t matmul_weights(mf_model *m, mf_weight **out) {
+    int64_t n = 0;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]) out[n++] = (mf_weight *)ws[i]; /* they point into m->weights */
+    }
+    if (m->output) out[n++] = (mf_weight *)m->output;
+    return n;
+}
+
+static bool is_vector(const mf_weight *w) { return w->ne[1] * w->ne[2] * w->ne[3] <= 1; }
+
+static size_t weight_bytes(const mf_weight *w) { return w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3]); }
+
+/* The file's pages of weight i, which moved (moved[i]: its bytes in the file), handed back to the
+ * kernel, but for a first or last page shared with a weight that is still read there (all: with
+ * any other weight at all). Should anything touch them later, they are read again from the file. */
+static void release_file_pages(const mf_model *m, const uint8_t *const *moved, int64_t i, bool all) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)moved[i] & ~(page - 1);
+    uintptr_t b = ((uintptr_t)moved[i] + weight_bytes(&m->weights[i]) + page - 1) & ~(page - 1);
+    for (int64_t j = 0; j < m->n_weights; j++) {
+        if (j == i || (!all && (moved[j] || !m->used[j]))) continue;
+        const uintptr_t s = (uintptr_t)(moved[j] ? moved[j] : m->weights[j].data), e = s + weight_bytes(&m->weights[j]);
+        if (s < a + page && e > a) a += page;
+        if (b > a && s < b && e > b - page) b -= page;
+    }
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Copies of the matrices whose best kernels have a layout of their own (mf_cpu_pack), in one
+ * anonymous mapping in 2 MiB pages where the kernel gives them (every decoded token streams it),
+ * read-only once written. Where the file is mapped, the model's vectors (norms, biases) are copied
+ * there too, and the file's pages of all that moved are released: the vectors lie between the
+ * matrices, and reading one would map the 2 MiB page around it again. no_mmap: the copy read into
+ * memory stays, as other kernels may read it. */
+static mf_status pack_weights(mf_model *m) {
+    if (!m->layers) return MF_OK;
+    mf_weight **ws = mf_calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *ws);
+    const uint8_t **moved = mf_calloc((size_t)MF_MAX(m->n_weights, 1), sizeof *moved);
+    if (!ws || !moved) {
+        free(ws), free(moved);
+        return MF_ERR_NOMEM;
+    }
+    const int64_t n = matmul_weights(m, ws);
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += (mf_cpu_packed_size(ws[i]) + 63) & ~(size_t)63;
+    if (total && !m->no_mmap)
+        for (int64_t i = 0; i < m->n_weights; i++)
+            if (m->used[i] && is_vector(&m->weights[i])) total += (weight_bytes(&m->weights[i]) + 63) & ~(size_t)63;
+    if (!total) {
+        free(ws), free(moved);
+        return MF_OK;
+    }
+    const size_t huge = (size_t)2 << 20, len = (total + huge - 1) & ~(huge - 1);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        /* the weights work in the file's layout too: slower with few tokens, not wrong */
+        mf_log(MF_LOG_WARN, "no memory for the packed weights (%llu bytes: %s); they stay in the file's layout",
+               (unsigned long long)len, strerror(errno));
+        free(ws), free(moved);
+        return MF_OK;
+    }
+#if defined(MADV_HUGEPAGE)
+    madvise(base, len, MADV_HUGEPAGE); /* a hint */
+#endif
+    uint8_t *at = base;
+    for (int64_t i = 0; i < n; i++) {
+        const size_t sz = mf_cpu_packed_size(ws[i]);
+        if (!sz || ws[i]->packed) continue;
+        mf_cpu_pack(ws[i], at);
+        moved[ws[i] - m->weights] = ws[i]->data;
+        /* now, so that the file's pages and the copy are not both held: the peak stays one matrix */
+        if (!m->no_mmap) release_file_pages(m, moved, ws[i] - m->weights, true);
+        at += (sz + 63) & ~(size_t)63;
+        m->packed_bytes += sz;
+        m->n_packed++;
+    }
+    for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++) {
+        mf_weight *w = &m->weights[i];
+        if (!m->used[i] || !is_vector(w)) continue;
+        memcpy(at, w->data, weight_bytes(w));
+        moved[i] = w->data;
+        w->data = at;
+        at += (weight_bytes(w) + 63) & ~(size_t)63;
+    }
+    mprotect(base, len, PROT_READ);
+    for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++)
+        if (moved[i]) release_file_pages(m, moved, i, false); /* the pages shared with what moved */
+    m->packed = base;
+    m->packed_len = len;
+    free(ws), free(moved);
+    return MF_OK;
+}
+
 mf_status mf_model_load(const char *path, mf_model **out) { return mf_model_load_ex(path, NULL, out); }
 
 mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params, mf_model **out) {
@@ -303,6 +408,7 @@ mf_status mf_model_load_ex(const char *path, const mf_model_load_params *params,
     if ((st = load_weights(m))) goto fail;
     m->pages = mf_gguf_settle_pages(m->gguf);
     mf_gguf_fingerprint(m->gguf, m->fingerprint);
+    if (!(params && params->no_repack) && (st = pack_weights(m))) goto fail;
     m->load_s = mf_time_s() - t0;
     *out = m;
     return MF_OK;
@@ -314,6 +420,7 @@ fail:
 
 void mf_model_free(mf_model *m) {
     if (!m) return;
+    if (m->packed) munmap(m->packed, m->packed_len);
     free(m->layers);
     free(m->weights);
     free(m->used);

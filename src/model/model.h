@@ -47,6 +47,10 @@ struct mf_model {
     mf_layer *layers;
     double load_s;
     mf_gguf_pages pages; /* how the page cache held the mapped file (after mf_gguf_settle_pages) */
+    void *packed;        /* the matrices' packed copies (mf_cpu_pack): one mapping of packed_len bytes */
+    size_t packed_len;
+    uint64_t packed_bytes;
+    uint32_t n_packed;
 };
 
 const mf_hparams *mf_model_hparams(const mf_model *m);

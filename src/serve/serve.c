@@ -72,7 +72,7 @@ static void model_name(const mf_serve_params *p, char *out, size_t cap) {
 
 static mf_status load(serve *s) {
     const mf_serve_params *p = s->p;
-    const mf_model_load_params lp = {.no_mmap = p->no_mmap};
+    const mf_model_load_params lp = {.no_mmap = p->no_mmap, .no_repack = p->no_repack};
     mf_status st = mf_model_load_ex(p->model, &lp, &s->model);
     if (st) return st;
     if (!(s->tok = mf_model_tokenizer(s->model))) return MF_ERR_FORMAT;

@@ -28,6 +28,7 @@ typedef struct mf_serve_params {
     mf_context_params ctx;    /* isa, order, trace: from the environment, as for other commands */
     mf_sample_settings defaults; /* sampling defaults (flags); requests override per field */
     bool no_mmap;
+    bool no_repack;           /* mf_model_load_params.no_repack, for the model and the draft */
     const char *cors_origin;  /* Access-Control-Allow-Origin, or NULL */
     /* Speculative decoding in every slot (docs/spec.md): spec.lookup for n-gram lookup in each slot's
      * own tokens, or draft_model, a GGUF of the same vocabulary (its context holds one sequence per

@@ -25,9 +25,10 @@
 #define TILE 512
 #define GBLK (GROUP * 32 + GROUP * 4 + GROUP * 4)
 
+static size_t few_scratch(int64_t nb);
+
 static size_t scratch_size(int64_t K) {
-    (void)K;
-    return CHUNK * (8 * 64 + 16 * sizeof(float)) + TILE / GROUP * CHUNK * GBLK;
+    return MF_MAX(CHUNK * (8 * 64 + 16 * sizeof(float)) + TILE / GROUP * CHUNK * GBLK, few_scratch(K / 32));
 }
 
 /* Lanes [r0 r1 r2 r3 | r0 r1 r2 r3]: each 128-bit half's four lanes of rows a..d summed. */
@@ -157,8 +158,132 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
 #undef MICRO_STORE
 }
 
+/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
+ * Per panel of 16 rows, per block i, PBLK = 288 bytes (16 blocks' worth): four 64-byte vectors,
+ * vector j lane r = row r's nibble bytes 4j..4j+3 (its values 4j..4j+3 in the low nibbles, 16 + 4j..
+ * in the high ones), then the 16 rows' half-float scales. Panel k starts at k * 16 * row_bytes, where
+ * its rows start in the file, and its blocks follow each other; rows past the matrix are zero. So a
+ * panel slice is the layout above but for splitting the nibbles and widening the scales, and a
+ * decode streams each matrix front to back. Block starts are 32 bytes apart from a cache line every
+ * other block: the loads are unaligned. */
+#define PBLK (4 * 64 + 16 * 2)
+
+static size_t packed_size(const mf_weight *w) {
+    if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % 32 || w->ne[1] % 8) return 0;
+    return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
+}
+
+static void pack(const mf_weight *w, void *dst) {
+    const int64_t nb = w->ne[0] / 32, N = w->ne[1];
+    uint8_t *out = dst;
+    for (int64_t ob = 0; ob < N; ob += 16)
+        for (int64_t i = 0; i < nb; i++, out += PBLK) {
+            memset(out, 0, PBLK);
+            for (int r = 0; r < 16 && ob + r < N; r++) {
+                const mf_block_q4_0 *b = (const mf_block_q4_0 *)((const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes) + i;
+                for (int j = 0; j < 4; j++) memcpy(out + 64 * j + 4 * r, b->qs + 4 * j, 4);
+                memcpy(out + 256 + 2 * r, &b->d, 2);
+            }
+        }
+}
+
+/* The packed panel at p: blocks [i0, i0 + cn) into the panel slice layout; the same blocks of the
+ * panel at next (if any) are prefetched. */
+static void unpack_panel(const uint8_t *p, int64_t i0, int64_t cn, __m512i *panel, float *dw, const uint8_t *next) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = i0; i < i0 + cn; i++, panel += 8, dw += 16) {
+        const uint8_t *b = p + (size_t)i * PBLK;
+        if (next)
+            for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)next + (size_t)i * PBLK + l, _MM_HINT_T1);
+        for (int k = 0; k < 4; k++) {
+            const __m512i u = _mm512_loadu_si512(b + 64 * k);
+            _mm512_store_si512(panel + k, _mm512_and_si512(u, m4));
+            _mm512_store_si512(panel + 4 + k, _mm512_and_si512(_mm512_srli_epi16(u, 4), m4));
+        }
+        _mm512_store_ps(dw, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 256))));
+    }
+}
+
+/* Up to FEW tokens (a decode step, a speculative verification) straight from a packed weight: no
+ * panel slice, each block's nibbles split in registers and used by every token. Per token and block
+ * the chain step is the GEMM's, with the correction -8 * sum(a) and d_a taken from side (per call,
+ * in scratch: corr[t * nb + i], da[t * nb + i]). */
+#define FEW 4
+
+static size_t few_scratch(int64_t nb) { return (size_t)FEW * (size_t)nb * (sizeof(int32_t) + sizeof(float)); }
+
+static void few_side(const uint8_t *act, size_t act_row, int64_t nt, int64_t nb, int32_t *corr, float *da) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int64_t t = 0; t < nt; t++) {
+        const mf_block_q8_0 *a = (const mf_block_q8_0 *)(act + (size_t)t * act_row);
+        for (int64_t i = 0; i < nb; i++) {
+            const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8,
+                                                  _mm256_loadu_si256((const __m256i *)a[i].qs));
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const __m128i q = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+            corr[t * nb + i] = -8 * _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1))));
+            uint16_t d;
+            memcpy(&d, &a[i].d, 2);
+            da[t * nb + i] = _cvtsh_ss(d);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void few_panel(const int T, int64_t nb, const uint8_t *p,
+                                                            const uint8_t *act, size_t act_row, const int32_t *corr,
+                                                            const float *da, float *y, size_t ldy, __mmask16 mask) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 s[FEW];
+    for (int t = 0; t < T; t++) s[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = p + (size_t)i * PBLK;
+        /* eight blocks ahead: the stream of one panel after another, which the prefetchers would
+         * otherwise take up late */
+        for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)b + 8 * PBLK + l, _MM_HINT_T0);
+        __m512i q[8];
+        for (int j = 0; j < 4; j++) {
+            const __m512i u = _mm512_loadu_si512(b + 64 * j);
+            q[j] = _mm512_and_si512(u, m4);
+            q[4 + j] = _mm512_and_si512(_mm512_srli_epi16(u, 4), m4);
+        }
+        const __m512 dwv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 256)));
+        for (int t = 0; t < T; t++) {
+            const int32_t *qa = (const int32_t *)(act + (size_t)t * act_row + (size_t)i * sizeof(mf_block_q8_0) + 2);
+            __m512i acc = _mm512_set1_epi32(corr[t * nb + i]);
+            for (int k = 0; k < 8; k++) DPBUSD_BCST(acc, q[k], qa + k);
+            s[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dwv, _mm512_set1_ps(da[t * nb + i])), s[t]);
+        }
+    }
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, mask, s[t]);
+}
+
+static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                    float *y, size_t ldy, void *scratch) {
+    const int64_t nb = w->ne[0] / 32;
+    int32_t *corr = scratch;
+    float *da = (float *)(corr + FEW * nb);
+    few_side(act, act_row, nt, nb, corr, da);
+    for (int64_t o = o0; o < o1; o += 16) {
+        const __mmask16 mask = (__mmask16)((1u << MF_MIN(16, o1 - o)) - 1);
+        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+        switch (nt) {
+        case 1: few_panel(1, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
+        case 2: few_panel(2, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
+        case 3: few_panel(3, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
+        default: few_panel(4, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
+        }
+    }
+}
+
+static const mf_cpu_gemm gemm;
+
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
+    if (packed && nt <= FEW) {
+        run_few(w, o0, o1, act, act_row, nt, y, ldy, scratch);
+        return;
+    }
     const int64_t nb = w->ne[0] / 32;
     __m512i *panel = scratch;
     float *dw = (float *)(panel + 8 * CHUNK);
@@ -174,8 +299,12 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             for (int64_t o = o0; o < o1; o += 16) {
                 const int nr = (int)MF_MIN(16, o1 - o);
                 const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-                const uint8_t *wo = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-                pack_panel(wo, w->row_bytes, nr, c, cn, panel, dw, o + 32 <= o1 ? wo + 16 * w->row_bytes : NULL);
+                const uint8_t *wo = (const uint8_t *)(packed ? w->packed : w->data) + (size_t)o * w->row_bytes;
+                const uint8_t *next = o + 32 <= o1 ? wo + 16 * w->row_bytes : NULL;
+                if (packed)
+                    unpack_panel(wo, c, cn, panel, dw, next);
+                else
+                    pack_panel(wo, w->row_bytes, nr, c, cn, panel, dw, next);
                 for (int64_t g = 0; g < tn; g += GROUP) {
                     const uint8_t *grp = tile + (size_t)(g / GROUP * cn) * GBLK;
                     float *yg = y + (size_t)(t0 + g) * ldy + o;
@@ -199,6 +328,10 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     }
 }
 
-static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
+static const mf_cpu_gemm gemm = {.min_tokens = 2,
+                                  .scratch_size = scratch_size,
+                                  .run = run,
+                                  .packed_size = packed_size,
+                                  .pack = pack};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void) { return &gemm; }
