@@ -207,7 +207,7 @@ mf_status mf_model_load(const char *path, mf_model **out);
 /* Load options. no_mmap: read the file into memory (in 2 MiB pages where the OS gives them) instead
  * of mapping it: loading takes a copy, but decoding streams the weights faster (fewer TLB misses).
  * no_repack: keep every weight in the file's layout only. Otherwise the matrices whose kernels on
- * this CPU have a layout of their own (AVX-512: Q4_0) are copied into it once at load, the same
+ * this CPU have a layout of their own (AVX-512: Q4_0, Q4_K) are copied into it once at load, the same
  * size as in the file (mf_model_info.packed_bytes), and the mapped file's pages of those matrices
  * are released (the file stays mapped; they are read again only if something needs them). Their
  * matmuls then never transpose the file's blocks, which costs most with few tokens: decoding,

@@ -2,8 +2,8 @@
  * false, the default) gives bit for bit the logits of the same model loaded without them, for a
  * prompt, one-token decode steps and a batch of several sequences (the packed GEMM's few-token path
  * and its prefill path), on the fixtures of every architecture; packed_bytes says what was copied:
- * something for Q4_0 matrices where the best kernels are AVX-512, nothing with no_repack or for a
- * type without a packed layout. Contexts of another level (MINFER_ISA=avx2 on an AVX-512 machine)
+ * something for Q4_0 and Q4_K matrices where the best kernels are AVX-512, nothing with no_repack
+ * or for a type without a packed layout. Contexts of another level (MINFER_ISA=avx2 on an AVX-512 machine)
  * ignore the copies and must agree too. */
 #include "test.h"
 
@@ -48,7 +48,8 @@ static int run(const mf_model *m, float *out) {
 }
 
 int main(void) {
-    const char *models[] = {"mini-qwen2.Q4_0", "mini-qwen3.Q4_0", "mini-llama.Q4_0", "mini-qwen2.Q8_0"};
+    const char *models[] = {"mini-qwen2.Q4_0", "mini-qwen3.Q4_0", "mini-llama.Q4_0", "mini-qwen2.Q4_K",
+                            "mini-llama.Q4_K_M", "mini-qwen3.Q4_K", "mini-qwen2.Q8_0"};
     const bool avx512 = mf_simd_best_level() == MF_SIMD_AVX512;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char rel[128];
@@ -66,12 +67,13 @@ int main(void) {
         mf_model_get_info(plain, &b);
         CHECKF(b.packed_bytes == 0 && b.n_packed == 0, "%s: no_repack packed %llu bytes", models[i],
                (unsigned long long)b.packed_bytes);
-        /* where something is packed, it is the Q4_0 matrices, at their size in the file */
-        const bool q4_0 = strstr(models[i], "Q4_0") != NULL;
-        if (avx512 && q4_0)
-            CHECKF(a.n_packed > 0 && a.packed_bytes > 0 && a.packed_bytes <= a.type_bytes[MF_TYPE_Q4_0] + 15 * 1024,
-                   "%s: packed %u matrices, %llu bytes (Q4_0: %llu)", models[i], a.n_packed,
-                   (unsigned long long)a.packed_bytes, (unsigned long long)a.type_bytes[MF_TYPE_Q4_0]);
+        /* where something is packed, it is Q4_0 and Q4_K matrices, at their size in the file (rows
+         * rounded up to whole panels of 16) */
+        const uint64_t packable = a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_K];
+        if (avx512 && packable)
+            CHECKF(a.n_packed > 0 && a.packed_bytes > 0 && a.packed_bytes <= 2 * packable,
+                   "%s: packed %u matrices, %llu bytes (Q4_0 and Q4_K: %llu)", models[i], a.n_packed,
+                   (unsigned long long)a.packed_bytes, (unsigned long long)packable);
         else
             CHECKF(a.packed_bytes == 0, "%s: packed %llu bytes without a packed layout here", models[i],
                    (unsigned long long)a.packed_bytes);

@@ -27,7 +27,7 @@
  * hold values 4k..4k+3 of both. A zmm lane r carries row r, so vpdpbusd of the unpacked nibble
  * bytes of 16 rows against the token's 4 activation bytes broadcast adds 4 products per row. */
 
-enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256 };
+enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256, PVEC = 36 };
 
 /* One super-block of a block of 32 rows (two vectors of 16: [rv]), lane r of vector rv = row 16rv+r. */
 typedef struct {
@@ -38,44 +38,64 @@ typedef struct {
 } sb_panel;
 
 
+/* The scales of a super-block for 16 rows (lane r: row r) from the header words h = d | dmin << 16
+ * and the scale words u0, u1, u2: h2f(d), h2f(dmin), the eight scales as floats (exact), the mins of
+ * sub-blocks 2c, 2c+1 as an int16 pair. */
+static inline __attribute__((always_inline)) void sb_scales(__m512i h, __m512i u0, __m512i u1, __m512i u2, __m512 *d,
+                                                            __m512 *dm, __m512 sc[8], __m512i mn[4]) {
+    const __m512i b8 = _mm512_set1_epi32(0xFF);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+    *dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i top2 = _mm512_set1_epi32(0x03030303);
+    const __m512i s0 = _mm512_and_si512(u0, lo6), m0 = _mm512_and_si512(u1, lo6);
+    const __m512i s1 = _mm512_or_si512(_mm512_and_si512(u2, lo4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
+    const __m512i m1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
+    for (int j = 0; j < 4; j++) {
+        sc[j] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8));
+        sc[4 + j] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8));
+    }
+    /* pair (byte 2i, byte 2i+1) of x -> int16 pair */
+    const __m512i pl = _mm512_set1_epi32(0xFF), ph = _mm512_set1_epi32(0xFF0000);
+    mn[0] = _mm512_or_si512(_mm512_and_si512(m0, pl), _mm512_and_si512(_mm512_slli_epi32(m0, 8), ph));
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m0, 16), pl), _mm512_and_si512(_mm512_srli_epi32(m0, 8), ph));
+    mn[2] = _mm512_or_si512(_mm512_and_si512(m1, pl), _mm512_and_si512(_mm512_slli_epi32(m1, 8), ph));
+    mn[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m1, 16), pl), _mm512_and_si512(_mm512_srli_epi32(m1, 8), ph));
+}
+
 /* Vector rv of every super-block of the panel from weight rows w0 + r * rb, r < nr (<= 16); rows
  * past nr are zero. ahead: the 16 rows to stream in meanwhile (MF_GEMM_STREAM_AHEAD), or NULL. */
-static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel *p, int rv, const uint8_t *ahead) {
+static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel *p, int rv, const uint8_t *ahead,
+                     const uint8_t *packed) {
     const __mmask16 live = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)rb));
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), b8 = _mm512_set1_epi32(0xFF);
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < nsb; sb++) {
         MF_GEMM_STREAM_AHEAD(ahead, sb, 16 * sizeof(mf_block_q4_K));
         const uint8_t *b = w0 + (size_t)sb * sizeof(mf_block_q4_K);
+        const __m512i *pk = packed ? (const __m512i *)(packed + (size_t)sb * PVEC * 64) : NULL;
         sb_panel *ps = p + sb;
         /* the header words: d | dmin << 16, then the 12 scale bytes as u0, u1, u2 (see k4_scales) */
-        const __m512i h = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1);
-        const __m512i u0 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
-        const __m512i u1 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
-        const __m512i u2 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
-        ps->d[rv] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
-        ps->dm[rv] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
-        const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
-        const __m512i top2 = _mm512_set1_epi32(0x03030303);
-        const __m512i s0 = _mm512_and_si512(u0, lo6), m0 = _mm512_and_si512(u1, lo6);
-        const __m512i s1 = _mm512_or_si512(_mm512_and_si512(u2, lo4),
-                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
-        const __m512i m1 =
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
-                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
-        for (int j = 0; j < 4; j++) {
-            ps->sc[j][rv] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8));
-            ps->sc[4 + j][rv] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8));
+        const __m512i h = pk ? _mm512_load_si512(pk + 32) : _mm512_mask_i32gather_epi32(zero, live, idx, b, 1);
+        const __m512i u0 = pk ? _mm512_load_si512(pk + 33) : _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
+        const __m512i u1 = pk ? _mm512_load_si512(pk + 34) : _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
+        const __m512i u2 = pk ? _mm512_load_si512(pk + 35) : _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
+        __m512 sc[8];
+        __m512i mn[4];
+        sb_scales(h, u0, u1, u2, &ps->d[rv], &ps->dm[rv], sc, mn);
+        for (int j = 0; j < 8; j++) ps->sc[j][rv] = sc[j];
+        for (int c = 0; c < 4; c++) ps->mn[c][rv] = mn[c];
+        if (pk) {
+            for (int j = 0; j < 32; j++) {
+                const __m512i v = _mm512_load_si512(pk + j);
+                ps->q[j / 8][j % 8][0][rv] = _mm512_and_si512(v, m4);
+                ps->q[j / 8][j % 8][1][rv] = _mm512_and_si512(_mm512_srli_epi32(v, 4), m4);
+            }
+            continue;
         }
-        /* pair (byte 2i, byte 2i+1) of x -> int16 pair */
-        const __m512i pl = _mm512_set1_epi32(0xFF), ph = _mm512_set1_epi32(0xFF0000);
-        ps->mn[0][rv] = _mm512_or_si512(_mm512_and_si512(m0, pl), _mm512_and_si512(_mm512_slli_epi32(m0, 8), ph));
-        ps->mn[1][rv] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m0, 16), pl),
-                                        _mm512_and_si512(_mm512_srli_epi32(m0, 8), ph));
-        ps->mn[2][rv] = _mm512_or_si512(_mm512_and_si512(m1, pl), _mm512_and_si512(_mm512_slli_epi32(m1, 8), ph));
-        ps->mn[3][rv] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(m1, 16), pl),
-                                        _mm512_and_si512(_mm512_srli_epi32(m1, 8), ph));
         /* qs words 0..15 (chunks 0, 1) and 16..31 (chunks 2, 3) of each row, transposed */
         __m512i x[16], y[16];
         for (int r = 0; r < 16; r++) {
@@ -94,6 +114,32 @@ static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel
             ps->q[j / 8][j % 8][1][rv] = _mm512_and_si512(_mm512_srli_epi32(v, 4), m4);
         }
     }
+}
+
+/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
+ * Per panel of 16 rows and super-block, 36 vectors of 64 bytes (the 16 super-blocks' 2304 bytes in
+ * the file): vectors 0..31, lane r = qs dword j of row r; vector 32, lane r = row r's d | dmin << 16;
+ * vectors 33..35, lane r = its scale words u0, u1, u2. Panel k starts at k * 16 * row_bytes, where
+ * its rows start in the file, its super-blocks in order; rows past the matrix are zero. unpack16
+ * then loads what it otherwise gathers and transposes (PVEC vectors a super-block). */
+
+static size_t packed_size(const mf_weight *w) {
+    if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % QK || w->ne[1] % 8) return 0;
+    return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
+}
+
+static void pack(const mf_weight *w, void *dst) {
+    const int64_t nsb = w->ne[0] / QK, N = w->ne[1];
+    uint8_t *out = dst;
+    for (int64_t ob = 0; ob < N; ob += 16)
+        for (int64_t sb = 0; sb < nsb; sb++, out += PVEC * 64) {
+            memset(out, 0, PVEC * 64);
+            for (int r = 0; r < 16 && ob + r < N; r++) {
+                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)sb * sizeof(mf_block_q4_K);
+                for (int j = 0; j < 32; j++) memcpy(out + 64 * j + 4 * r, b + offsetof(mf_block_q4_K, qs) + 4 * j, 4);
+                for (int u = 0; u < 4; u++) memcpy(out + 64 * (32 + u) + 4 * r, b + 4 * u, 4); /* d|dmin, u0 u1 u2 */
+            }
+        }
 }
 
 static inline int32_t load_i32(const void *p) {
@@ -200,9 +246,64 @@ static size_t scratch_size(int64_t K) {
     return nsb * sizeof(sb_panel) + (size_t)TC_MAX * nsb * 4 * sizeof(uint32_t);
 }
 
+/* Up to TT tokens straight from a packed panel (p: its first super-block): no panel copy, each
+ * super-block's nibbles split in registers and used by every token; the float chains and their
+ * order are the tile's. */
+static inline __attribute__((always_inline)) void few(const int nt, const uint8_t *p, int64_t nsb, const uint8_t *act,
+                                                      size_t act_row, const uint32_t *stab, size_t stab_row, float *y,
+                                                      size_t ldy, __mmask16 mask) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 s[TT], sm[TT];
+    for (int t = 0; t < nt; t++) s[t] = sm[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m512i *pk = (const __m512i *)(p + (size_t)sb * PVEC * 64);
+        /* two super-blocks ahead: one panel's stream after another's */
+        for (int l = 0; l < PVEC; l++) _mm_prefetch((const char *)(pk + 2 * PVEC + l), _MM_HINT_T0);
+        __m512 dw, dmw, sc[8];
+        __m512i mn[4];
+        sb_scales(_mm512_load_si512(pk + 32), _mm512_load_si512(pk + 33), _mm512_load_si512(pk + 34),
+                  _mm512_load_si512(pk + 35), &dw, &dmw, sc, mn);
+        const mf_block_q8_K *ab[TT];
+        __m512 d[TT];
+        for (int t = 0; t < nt; t++) {
+            ab[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + sb;
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(ab[t]->d));
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i a0[TT], a1[TT];
+            for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_load_si512(pk + 8 * c + k);
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), m4);
+                for (int t = 0; t < nt; t++) {
+                    a0[t] = _mm512_dpbusd_epi32(a0[t], lo, _mm512_set1_epi32(load_i32(ab[t]->qs + 64 * c + 4 * k)));
+                    a1[t] = _mm512_dpbusd_epi32(a1[t], hi, _mm512_set1_epi32(load_i32(ab[t]->qs + 64 * c + 32 + 4 * k)));
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                const __m512 i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[t]), sc[2 * c + 1],
+                                                 _mm512_mul_ps(_mm512_cvtepi32_ps(a0[t]), sc[2 * c]));
+                s[t] = _mm512_fmadd_ps(i, d[t], s[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(ab[t]->d));
+            const uint32_t *st = stab + (size_t)t * stab_row + 4 * (size_t)sb;
+            for (int c = 0; c < 4; c++) {
+                const __m512i m = _mm512_madd_epi16(mn[c], _mm512_set1_epi32((int)st[c]));
+                sm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, sm[t]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, mask, _mm512_sub_ps(s[t], sm[t]));
+}
+
+static const mf_cpu_gemm gemm;
+
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
     const int64_t nsb = w->ne[0] / QK;
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
     sb_panel *panel = scratch;
     uint32_t *stab = (uint32_t *)(panel + nsb);
     const size_t stab_row = 4 * (size_t)nsb;
@@ -221,13 +322,32 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
                     stab[(size_t)(t - t0) * stab_row + 4 * (size_t)sb + c] = lo | (uint32_t)hi << 16;
                 }
             }
+        if (packed && nt <= TT) {
+            for (int64_t o = o0; o < o1; o += 16) {
+                const __mmask16 mask = (__mmask16)(o1 - o >= 16 ? 0xFFFF : (1u << (o1 - o)) - 1);
+                const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+                /* two tokens a pass (more would not fit the registers); a second pass finds the
+                 * panel in cache */
+                for (int64_t t = 0; t < nt; t += 2) {
+                    const uint8_t *at = act + (size_t)t * act_row;
+                    const uint32_t *st = stab + (size_t)t * stab_row;
+                    if (nt - t >= 2)
+                        few(2, p, nsb, at, act_row, st, stab_row, y + (size_t)t * ldy + o, ldy, mask);
+                    else
+                        few(1, p, nsb, at, act_row, st, stab_row, y + (size_t)t * ldy + o, ldy, mask);
+                }
+            }
+            continue;
+        }
         for (int64_t o = o0; o < o1; o += ROWS) {
             const int nrows = (int)MF_MIN(ROWS, o1 - o), nr = (nrows + 15) / 16;
-            const uint8_t *wr = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-            const uint8_t *ahead = mf_gemm_ahead(w, o, ROWS, o1, nt, 32);
+            const uint8_t *wr = (const uint8_t *)(packed ? w->packed : w->data) + (size_t)o * w->row_bytes;
+            /* a packed panel's super-blocks lie where its rows do in the file: the same stream ahead */
+            const uint8_t *ahead = o + ROWS < o1 && nt <= 32 ? wr + (size_t)ROWS * w->row_bytes : NULL;
             for (int r = 0; r < nr; r++)
                 unpack16(wr + (size_t)(16 * r) * w->row_bytes, w->row_bytes, MF_MIN(16, nrows - 16 * r), nsb, panel, r,
-                         ahead ? ahead + (size_t)(16 * r) * w->row_bytes : NULL);
+                         ahead ? ahead + (size_t)(16 * r) * w->row_bytes : NULL,
+                         packed ? wr + (size_t)(16 * r) * w->row_bytes : NULL);
             const int last = nrows - 16 * (nr - 1);
             const __mmask16 mlast = (__mmask16)(last >= 16 ? 0xFFFF : (1u << last) - 1);
             for (int64_t t = t0; t < t1; t += TT)
@@ -243,6 +363,10 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * (bench_gemm --cold, 2 threads, Zen 5, 4864 x 1024: 2 tokens 0.067 vs 0.106 ms, 5 tokens 0.119 vs
  * 0.128; 1024 x 4864: 0.081 vs 0.123, 0.143 vs 0.153); from 8 the GEMM leads (0.173 vs 0.185,
  * 0.159 vs 0.218). */
-static const mf_cpu_gemm gemm = {.min_tokens = 6, .scratch_size = scratch_size, .run = run};
+static const mf_cpu_gemm gemm = {.min_tokens = 6,
+                                  .scratch_size = scratch_size,
+                                  .run = run,
+                                  .packed_size = packed_size,
+                                  .pack = pack};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return &gemm; }
