@@ -279,25 +279,48 @@ static bool is_vector(const mf_weight *w) { return w->ne[1] * w->ne[2] * w->ne[3
 
 static size_t weight_bytes(const mf_weight *w) { return w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3]); }
 
-/* The file's pages of weight i, which moved (moved[i]: its bytes in the file), handed back to the
- * kernel, but for a first or last page shared with a weight that is still read there (all: with
- * any other weight at all). Should anything touch them later, they are read again from the file. */
-static void release_file_pages(const mf_model *m, const uint8_t *const *moved, int64_t i, bool all) {
+/* The file's pages of weight i, whose bytes in the file are at file, handed back to the kernel, but
+ * for a first or last page shared with a weight that is still read there (moved[j]: j's bytes in
+ * the file where j moved too, else NULL), or, with moved NULL, with any other weight at all (their
+ * data still in the file). Should anything touch them later, they are read again from the file. */
+static void release_file_pages(const mf_model *m, const uint8_t *file, int64_t i, const uint8_t *const *moved) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)moved[i] & ~(page - 1);
-    uintptr_t b = ((uintptr_t)moved[i] + weight_bytes(&m->weights[i]) + page - 1) & ~(page - 1);
+    uintptr_t a = (uintptr_t)file & ~(page - 1);
+    uintptr_t b = ((uintptr_t)file + weight_bytes(&m->weights[i]) + page - 1) & ~(page - 1);
     for (int64_t j = 0; j < m->n_weights; j++) {
-        if (j == i || (!all && (moved[j] || !m->used[j]))) continue;
-        const uintptr_t s = (uintptr_t)(moved[j] ? moved[j] : m->weights[j].data), e = s + weight_bytes(&m->weights[j]);
+        if (j == i || (moved && (moved[j] || !m->used[j]))) continue;
+        const uintptr_t s = (uintptr_t)m->weights[j].data, e = s + weight_bytes(&m->weights[j]);
         if (s < a + page && e > a) a += page;
         if (b > a && s < b && e > b - page) b -= page;
     }
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* Packing on several threads: job k packs the matrices i = k, k + n_jobs, ... that have a dst. */
+typedef struct {
+    mf_model *m;
+    mf_weight *const *ws;
+    uint8_t *const *dst;
+    int64_t n;
+    int k, n_jobs;
+} pack_job;
+
+static void *pack_some(void *arg) {
+    const pack_job *j = arg;
+    for (int64_t i = j->k; i < j->n; i += j->n_jobs) {
+        if (!j->dst[i]) continue;
+        const uint8_t *file = j->ws[i]->data;
+        mf_cpu_pack(j->ws[i], j->dst[i]);
+        /* now, so that the file's pages and the copy are not both held: the peak stays a matrix a
+         * thread */
+        if (!j->m->no_mmap) release_file_pages(j->m, file, j->ws[i] - j->m->weights, NULL);
+    }
+    return NULL;
+}
+
 /* Copies of the matrices whose best kernels have a layout of their own (mf_cpu_pack), in one
  * anonymous mapping in 2 MiB pages where the kernel gives them (every decoded token streams it),
- * read-only once written. Where the file is mapped, the model's vectors (norms, biases) are copied
+ * written by one thread a core, read-only once written. Where the file is mapped, the model's vectors (norms, biases) are copied
  * there too, and the file's pages of all that moved are released: the vectors lie between the
  * matrices, and reading one would map the 2 MiB page around it again. no_mmap: the copy read into
  * memory stays, as other kernels may read it. */
@@ -331,18 +354,38 @@ static mf_status pack_weights(mf_model *m) {
 #if defined(MADV_HUGEPAGE)
     madvise(base, len, MADV_HUGEPAGE); /* a hint */
 #endif
-    uint8_t *at = base;
+    uint8_t *at = base, **dst = mf_calloc((size_t)MF_MAX(n, 1), sizeof *dst);
+    if (!dst) {
+        munmap(base, len);
+        free(ws), free(moved);
+        return MF_ERR_NOMEM;
+    }
     for (int64_t i = 0; i < n; i++) {
         const size_t sz = mf_cpu_packed_size(ws[i]);
-        if (!sz || ws[i]->packed) continue;
-        mf_cpu_pack(ws[i], at);
-        moved[ws[i] - m->weights] = ws[i]->data;
-        /* now, so that the file's pages and the copy are not both held: the peak stays one matrix */
-        if (!m->no_mmap) release_file_pages(m, moved, ws[i] - m->weights, true);
+        const int64_t k = ws[i] - m->weights;
+        if (!sz || moved[k]) continue; /* a matrix listed twice is packed once */
+        dst[i] = at;
+        moved[k] = ws[i]->data;
         at += (sz + 63) & ~(size_t)63;
         m->packed_bytes += sz;
         m->n_packed++;
     }
+    /* one thread a core, up to 8 (the copy is bound by memory), each on every n_jobs-th matrix;
+     * what a thread that cannot start would have packed, this one packs */
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const int n_jobs = (int)MF_MAX(1, MF_MIN(8, MF_MIN(cpus, n)));
+    pack_job jobs[8];
+    pthread_t threads[8];
+    bool started[8] = {false};
+    for (int k = 0; k < n_jobs; k++) {
+        jobs[k] = (pack_job){.m = m, .ws = ws, .dst = dst, .n = n, .k = k, .n_jobs = n_jobs};
+        if (k > 0) started[k] = pthread_create(&threads[k], NULL, pack_some, &jobs[k]) == 0;
+    }
+    for (int k = 0; k < n_jobs; k++)
+        if (!started[k]) pack_some(&jobs[k]);
+    for (int k = 1; k < n_jobs; k++)
+        if (started[k]) pthread_join(threads[k], NULL);
+    free(dst);
     for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++) {
         mf_weight *w = &m->weights[i];
         if (!m->used[i] || !is_vector(w)) continue;
@@ -353,7 +396,7 @@ static mf_status pack_weights(mf_model *m) {
     }
     mprotect(base, len, PROT_READ);
     for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++)
-        if (moved[i]) release_file_pages(m, moved, i, false); /* the pages shared with what moved */
+        if (moved[i]) release_file_pages(m, moved[i], i, moved); /* the pages shared with what moved */
     m->packed = base;
     m->packed_len = len;
     free(ws), free(moved);
