@@ -46,15 +46,18 @@ static weight make_weight(mf_type t, int64_t N, int64_t K, bool extreme) {
     return r;
 }
 
-static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, size_t *act_row) {
+/* Activation rows quantized as a matmul does; aux: each with the side data after its blocks
+ * (mf_cpu_q4_0_aux), as a matmul hands a packed weight's GEMM with few tokens. */
+static uint8_t *make_acts(mf_type t, int64_t K, int64_t nt, bool extreme, bool aux, size_t *act_row) {
     const mf_type at = mf_type_get_traits(t)->vec_dot_type;
-    *act_row = mf_row_size(at, K);
+    *act_row = aux ? mf_cpu_q4_0_aux_offset(K) + mf_cpu_q4_0_aux_bytes(K) : mf_row_size(at, K);
     uint8_t *a = malloc(*act_row * (size_t)nt + 64);
     float *x = malloc((size_t)K * sizeof(float));
     for (int64_t r = 0; r < nt; r++) {
         for (int64_t i = 0; i < K; i++)
             x[i] = extreme ? ((i + r) % 3 ? 8.0f : -8.0f) : frand() * 4.0f * (1.0f + (float)(r % 3));
         mf_simd_quantize_row_at(cfg.level, at)(x, a + (size_t)r * *act_row, K);
+        if (aux) mf_cpu_q4_0_aux(a + (size_t)r * *act_row, K);
     }
     free(x);
     return a;
@@ -92,7 +95,7 @@ static void check_gemm_as(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o
         return;
     }
     size_t act_row;
-    uint8_t *a = make_acts(t, K, nt, extreme, &act_row);
+    uint8_t *a = make_acts(t, K, nt, extreme, pk && nt <= g->packed_aux_tokens, &act_row);
     float *y = malloc((size_t)(N * nt) * sizeof(float));
     for (int64_t i = 0; i < N * nt; i++) y[i] = NAN;
     void *scratch = aligned_alloc(64, (g->scratch_size(K) + 63) & ~(size_t)63);

@@ -32,6 +32,9 @@ typedef struct mf_cpu_gemm {
      * one token up, the dots none. */
     size_t (*packed_size)(const mf_weight *w);
     void (*pack)(const mf_weight *w, void *dst);
+    /* With a packed weight, a matmul of up to this many tokens gives run activation rows with the
+     * several-token dots' side data (mf_cpu_q4_0_aux, after each row's blocks; act_row includes it). */
+    int64_t packed_aux_tokens;
 } mf_cpu_gemm;
 
 /* Whether w carries g's packed layout. */

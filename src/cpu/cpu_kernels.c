@@ -40,8 +40,10 @@ bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t 
     return use_gemm(mf_cpu_mm_kernels_for(cfg, w), w, nt);
 }
 
-/* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data. */
+/* Whether a matmul of nt tokens runs the several-token dots that read the rows' side data, or a
+ * packed weight's GEMM that asks for it. */
 static bool use_aux(const mf_cpu_mm_kernels *k, const mf_weight *w, int64_t nt) {
+    if (k->quant && k->gemm && mf_cpu_gemm_packed(k->gemm, w)) return nt <= k->gemm->packed_aux_tokens;
     return k->ord.dot8n_aux && nt > 1 && !use_gemm(k, w, nt);
 }
 

@@ -3,6 +3,7 @@
  * only the exact integer block sums isum_i = sum((q - 8) * a) are formed differently, as
  * sum(q * a) - 8 * sum(a), by vpdpbusd with the nibbles q (0..15) as its unsigned operand and the
  * Q8_0 activations a as its signed one, sixteen weight rows per vector. */
+#include "cpu/cpu_dot_order.h"
 #include "cpu/cpu_gemm.h"
 
 #include <immintrin.h>
@@ -25,10 +26,9 @@
 #define TILE 512
 #define GBLK (GROUP * 32 + GROUP * 4 + GROUP * 4)
 
-static size_t few_scratch(int64_t nb);
-
 static size_t scratch_size(int64_t K) {
-    return MF_MAX(CHUNK * (8 * 64 + 16 * sizeof(float)) + TILE / GROUP * CHUNK * GBLK, few_scratch(K / 32));
+    (void)K;
+    return CHUNK * (8 * 64 + 16 * sizeof(float)) + TILE / GROUP * CHUNK * GBLK;
 }
 
 /* Lanes [r0 r1 r2 r3 | r0 r1 r2 r3]: each 128-bit half's four lanes of rows a..d summed. */
@@ -206,32 +206,14 @@ static void unpack_panel(const uint8_t *p, int64_t i0, int64_t cn, __m512i *pane
 
 /* Up to FEW tokens (a decode step, a speculative verification) straight from a packed weight: no
  * panel slice, each block's nibbles split in registers and used by every token. Per token and block
- * the chain step is the GEMM's, with the correction -8 * sum(a) and d_a taken from side (per call,
- * in scratch: corr[t * nb + i], da[t * nb + i]). */
+ * the chain step is the GEMM's, with the correction -8 * sum(a) and d_a read from the rows' side data
+ * (mf_cpu_q4_0_aux: the matmul computes it once per row for up to FEW tokens, packed_aux_tokens). */
 #define FEW 4
 
-static size_t few_scratch(int64_t nb) { return (size_t)FEW * (size_t)nb * (sizeof(int32_t) + sizeof(float)); }
-
-static void few_side(const uint8_t *act, size_t act_row, int64_t nt, int64_t nb, int32_t *corr, float *da) {
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int64_t t = 0; t < nt; t++) {
-        const mf_block_q8_0 *a = (const mf_block_q8_0 *)(act + (size_t)t * act_row);
-        for (int64_t i = 0; i < nb; i++) {
-            const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8,
-                                                  _mm256_loadu_si256((const __m256i *)a[i].qs));
-            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            const __m128i q = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
-            corr[t * nb + i] = -8 * _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1))));
-            uint16_t d;
-            memcpy(&d, &a[i].d, 2);
-            da[t * nb + i] = _cvtsh_ss(d);
-        }
-    }
-}
-
 static inline __attribute__((always_inline)) void few_panel(const int T, int64_t nb, const uint8_t *p,
-                                                            const uint8_t *act, size_t act_row, const int32_t *corr,
-                                                            const float *da, float *y, size_t ldy, __mmask16 mask) {
+                                                            const uint8_t *act, size_t act_row, float *y, size_t ldy,
+                                                            __mmask16 mask) {
+    const size_t aux_at = mf_cpu_q4_0_aux_offset(32 * nb);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 s[FEW];
     for (int t = 0; t < T; t++) s[t] = _mm512_setzero_ps();
@@ -248,29 +230,30 @@ static inline __attribute__((always_inline)) void few_panel(const int T, int64_t
         }
         const __m512 dwv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 256)));
         for (int t = 0; t < T; t++) {
-            const int32_t *qa = (const int32_t *)(act + (size_t)t * act_row + (size_t)i * sizeof(mf_block_q8_0) + 2);
-            __m512i acc = _mm512_set1_epi32(corr[t * nb + i]);
+            const uint8_t *at = act + (size_t)t * act_row;
+            const int32_t *qa = (const int32_t *)(at + (size_t)i * sizeof(mf_block_q8_0) + 2);
+            int32_t c;
+            float da;
+            mf_cpu_q4_0_aux_get(at + aux_at, nb, i, &c, &da);
+            __m512i acc = _mm512_set1_epi32(c);
             for (int k = 0; k < 8; k++) DPBUSD_BCST(acc, q[k], qa + k);
-            s[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dwv, _mm512_set1_ps(da[t * nb + i])), s[t]);
+            s[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dwv, _mm512_set1_ps(da)), s[t]);
         }
     }
     for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, mask, s[t]);
 }
 
 static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                    float *y, size_t ldy, void *scratch) {
+                    float *y, size_t ldy) {
     const int64_t nb = w->ne[0] / 32;
-    int32_t *corr = scratch;
-    float *da = (float *)(corr + FEW * nb);
-    few_side(act, act_row, nt, nb, corr, da);
     for (int64_t o = o0; o < o1; o += 16) {
         const __mmask16 mask = (__mmask16)((1u << MF_MIN(16, o1 - o)) - 1);
         const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
         switch (nt) {
-        case 1: few_panel(1, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
-        case 2: few_panel(2, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
-        case 3: few_panel(3, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
-        default: few_panel(4, nb, p, act, act_row, corr, da, y + o, ldy, mask); break;
+        case 1: few_panel(1, nb, p, act, act_row, y + o, ldy, mask); break;
+        case 2: few_panel(2, nb, p, act, act_row, y + o, ldy, mask); break;
+        case 3: few_panel(3, nb, p, act, act_row, y + o, ldy, mask); break;
+        default: few_panel(4, nb, p, act, act_row, y + o, ldy, mask); break;
         }
     }
 }
@@ -281,7 +264,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
                 float *y, size_t ldy, void *scratch) {
     const bool packed = mf_cpu_gemm_packed(&gemm, w);
     if (packed && nt <= FEW) {
-        run_few(w, o0, o1, act, act_row, nt, y, ldy, scratch);
+        run_few(w, o0, o1, act, act_row, nt, y, ldy);
         return;
     }
     const int64_t nb = w->ne[0] / 32;
@@ -332,6 +315,7 @@ static const mf_cpu_gemm gemm = {.min_tokens = 2,
                                   .scratch_size = scratch_size,
                                   .run = run,
                                   .packed_size = packed_size,
-                                  .pack = pack};
+                                  .pack = pack,
+                                  .packed_aux_tokens = FEW};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void) { return &gemm; }
