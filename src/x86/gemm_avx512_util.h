@@ -116,6 +116,21 @@ static inline __attribute__((always_inline)) void mf_kq_scaled_group(const int T
     }
 }
 
+/* The 6-bit scales and mins of 16 rows' Q4_K / Q5_K super-blocks (one row per i32 lane), four bytes
+ * per lane, from the scale words u0, u1, u2 (bytes 0..3, 4..7, 8..11 of the 12 scale bytes):
+ * sub-blocks 0..3 keep the low 6 bits of bytes 0..3 (scales, *s0) and 4..7 (mins, *m0); 4..7 take
+ * the nibbles of bytes 8..11 with the top 2 bits of bytes 0..3 (scales, *s1) or 4..7 (mins, *m1) as
+ * bits 4..5. */
+static inline void mf_k_scale_words(__m512i u0, __m512i u1, __m512i u2, __m512i *s0, __m512i *s1, __m512i *m0,
+                                    __m512i *m1) {
+    const __m512i lo6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x03);
+    *s0 = _mm512_and_si512(u0, lo6);
+    *m0 = _mm512_and_si512(u1, lo6);
+    *s1 = _mm512_or_si512(_mm512_and_si512(u2, lo4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
+    *m1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
+}
+
 /* CALL(T, t0) for the token tiles t0 = 0, TILE, 2 TILE, ... below nt, the last one shorter, each T a
  * constant (the tile functions are inlined per T, so their loops over tokens unroll). TILE <= 8. */
 #define MF_GEMM_TOKEN_TILES(TILE, nt, CALL)                                                                            \

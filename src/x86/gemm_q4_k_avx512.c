@@ -46,13 +46,8 @@ static inline __attribute__((always_inline)) void sb_scales(__m512i h, __m512i u
     const __m512i b8 = _mm512_set1_epi32(0xFF);
     *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
     *dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
-    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
-    const __m512i top2 = _mm512_set1_epi32(0x03030303);
-    const __m512i s0 = _mm512_and_si512(u0, lo6), m0 = _mm512_and_si512(u1, lo6);
-    const __m512i s1 = _mm512_or_si512(_mm512_and_si512(u2, lo4),
-                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
-    const __m512i m1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
-                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
+    __m512i s0, s1, m0, m1;
+    mf_k_scale_words(u0, u1, u2, &s0, &s1, &m0, &m1);
     for (int j = 0; j < 4; j++) {
         sc[j] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b8));
         sc[4 + j] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b8));

@@ -66,7 +66,7 @@ static inline __m512i bytes_to_i16(int a, int b) {
  * 32c .. 32c+31 with bit j of qh, so the i32 of q[p][j] comes from qs word 8c + p and qh word p. */
 static __attribute__((noinline)) void unpack_panel(const mf_weight *w, int64_t r0, int nr, int64_t nsb,
                                                    panel_sb *ps, const uint8_t *ahead) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < nsb; sb++) {
         MF_GEMM_STREAM_AHEAD(ahead, sb, ROWS * sizeof(mf_block_q5_K));
         __m512i X[16], Y[16], Z[16];
@@ -95,11 +95,8 @@ static __attribute__((noinline)) void unpack_panel(const mf_weight *w, int64_t r
          * 0..3 keep the low 6 bits of scale bytes 0..3 (scales) and 4..7 (mins); 4..7 take the nibbles
          * of bytes 8..11 with the top 2 bits of bytes 0..3 (scales) or 4..7 (mins) as bits 4..5 */
         const __m512i u0 = X[1], u1 = X[2], u2 = X[3];
-        const __m512i s0 = _mm512_and_si512(u0, m6), n0 = _mm512_and_si512(u1, m6);
-        const __m512i s1 = _mm512_or_si512(_mm512_and_si512(u2, m4),
-                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4));
-        const __m512i n1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
-                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4));
+        __m512i s0, s1, n0, n1;
+        mf_k_scale_words(u0, u1, u2, &s0, &s1, &n0, &n1);
         for (int k = 0; k < 2; k++) {
             s->sc[k] = _mm512_shuffle_epi8(s0, bytes_to_i16(2 * k, 2 * k + 1));
             s->sc[2 + k] = _mm512_shuffle_epi8(s1, bytes_to_i16(2 * k, 2 * k + 1));
