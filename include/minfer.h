@@ -212,8 +212,10 @@ mf_status mf_model_load(const char *path, mf_model **out);
  * are released (the file stays mapped; they are read again only if something needs them). Their
  * matmuls then never transpose the file's blocks, which costs most with few tokens: decoding,
  * speculative verification, a server's short prompt chunks. The results are the same bits either
- * way. The copy serves contexts of the best instruction set and MF_ORDER_EXACT only: a program that
- * runs other kernels sets no_repack. */
+ * way. The model's vectors (norms, biases) are copied too, so that nothing maps those pages again.
+ * Without memory for the copy the load warns and keeps the file's layout. The copy serves contexts
+ * of the best instruction set and MF_ORDER_EXACT only: a program that runs other kernels sets
+ * no_repack. */
 typedef struct mf_model_load_params {
     bool no_mmap;
     bool no_repack;
