@@ -37,6 +37,14 @@ typedef struct mf_cpu_gemm {
     int64_t packed_aux_tokens;
 } mf_cpu_gemm;
 
+/* The size of a packed layout in panels of 16 rows that start where their rows do in the file (so
+ * each panel takes 16 rows' bytes; the last one padded): for a 2-D weight of whole blocks of blck
+ * values and rows a multiple of 8 (the repacked orders' condition), else 0. */
+static inline size_t mf_cpu_panel16_size(const mf_weight *w, int64_t blck) {
+    if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % blck || w->ne[1] % 8) return 0;
+    return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
+}
+
 /* Whether w carries g's packed layout. */
 static inline bool mf_cpu_gemm_packed(const mf_cpu_gemm *g, const mf_weight *w) {
     return w->packed && w->packed_for == (const void *)g;

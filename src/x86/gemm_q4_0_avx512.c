@@ -168,10 +168,7 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
  * other block: the loads are unaligned. */
 #define PBLK (4 * 64 + 16 * 2)
 
-static size_t packed_size(const mf_weight *w) {
-    if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % 32 || w->ne[1] % 8) return 0;
-    return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
-}
+static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
 
 static void pack(const mf_weight *w, void *dst) {
     const int64_t nb = w->ne[0] / 32, N = w->ne[1];

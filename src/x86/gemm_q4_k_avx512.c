@@ -118,10 +118,7 @@ static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel
  * its rows start in the file, its super-blocks in order; rows past the matrix are zero. unpack16
  * then loads what it otherwise gathers and transposes (PVEC vectors a super-block). */
 
-static size_t packed_size(const mf_weight *w) {
-    if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % QK || w->ne[1] % 8) return 0;
-    return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
-}
+static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, QK); }
 
 static void pack(const mf_weight *w, void *dst) {
     const int64_t nsb = w->ne[0] / QK, N = w->ne[1];
