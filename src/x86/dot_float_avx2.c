@@ -9,12 +9,15 @@
  * accumulator acc_k only ever takes the values i + 8k.. of each 32-value step, in increasing i, so
  * the four can be formed one after the other (pass k over a slice of the row), each pass with one
  * accumulator per output. That frees the registers for a block of three weight rows by four tokens
- * (twelve accumulators; per step three weight vectors widened and four activation vectors loaded
- * for twelve fmas), where four accumulators per output allowed one row by three tokens (four loads
- * per three fmas, load-bound). Activations are widened to f32 once per slice and block of 16 rows
- * in a per-thread scratch; between slices and passes the accumulators wait in scratch. The values
- * past the last whole 32-value step (steps of 8 into acc0, then the scalar tail) are added per
- * output at the end, as the dot does. */
+ * (twelve accumulators, the three weight vectors in registers, one activation vector at a time:
+ * seven loads per twelve fmas), where four accumulators per output allowed one row by three tokens
+ * (four loads per three fmas, load-bound). Both operands are widened to f32 before the fmas, into
+ * per-thread scratch laid out pass by pass (pass k's eight values of each step side by side, so a
+ * pass reads its operands in order): the activations once per slice and block of FS_RB rows, a
+ * triple of weight rows once per slice for all the tokens of the call, so no fma waits on a
+ * conversion. Between slices the accumulators wait in scratch. The values past the last whole
+ * 32-value step (steps of 8 into acc0, then the scalar tail) are added per output at the end, as
+ * the dot does. */
 #include "simd/simd_kernels.h"
 #include "x86/x86_common.h"
 
@@ -23,8 +26,9 @@
 
 enum { FS_F32, FS_F16, FS_BF16 };
 enum {
-    FS_SLICE = 512, /* values per slice, a multiple of 32: four tokens' (8 KB) and 16 rows' (16 KB for F16) stay in L1 */
-    FS_RB = 16,     /* rows per block */
+    FS_SLICE = 1024, /* values per slice, a multiple of 32: a token group's (16 KB) and a row triple's (12 KB) stay in L1 */
+    FS_PSTRIDE = FS_SLICE + 16, /* floats between widened rows: a cache line more, so rows do not share L1 sets */
+    FS_RB = 48,     /* rows per block: activations are widened once per block and slice */
     FS_NC = 64,     /* tokens per call, at most (mf_cpu_matmul's tiles) */
 };
 
@@ -68,9 +72,11 @@ static float dot_f32_f32(int64_t n, const void *w, const void *a) { return fl_do
 static float dot_f16_f16(int64_t n, const void *w, const void *a) { return fl_dot(FS_F16, n, w, a); }
 static float dot_bf16_bf16(int64_t n, const void *w, const void *a) { return fl_dot(FS_BF16, n, w, a); }
 
-/* The calling thread's scratch: FS_NC tokens x FS_SLICE widened activations, then FS_RB x FS_NC x 4
- * parked accumulators; NULL if it cannot have one (the tile then calls the dot per pair). */
-#define FS_SCRATCH_FLOATS ((size_t)FS_NC * FS_SLICE + (size_t)FS_RB * FS_NC * 32)
+/* The calling thread's scratch: FS_NC tokens x FS_PSTRIDE widened activations, three widened weight
+ * rows, then FS_RB x FS_NC x 4 parked accumulators (the few-token path: FS_NC * 4 rows x 4 x 4);
+ * NULL if it cannot have one (the tile then calls the dot per pair). */
+#define FS_STATE_OFF ((size_t)(FS_NC + 3) * FS_PSTRIDE)
+#define FS_SCRATCH_FLOATS (FS_STATE_OFF + (size_t)FS_RB * FS_NC * 32)
 static pthread_key_t scratch_key;
 static bool scratch_key_ok;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -90,13 +96,44 @@ static float *thread_scratch(void) {
     return p;
 }
 
-/* R weight rows (w[r], addressed from value 0) by T tokens (widened activations ap[t], value k0
- * first) over the whole 32-value steps of [k0, k1): in pass k the R x T accumulators acc_k start at
- * zero (first) or from st[4r + t][k] and end there. */
-static inline __attribute__((always_inline)) void fl_block(int kind, const int R, const int T, int64_t k0, int64_t k1,
-                                                           const char *const *w, const float *const *ap,
-                                                           __m256 *const *st, bool first) {
+/* One output from its four accumulators after the whole 32-value steps (np values): the steps of 8
+ * past them into acc0, the sum, the scalar tail, as the dot. */
+static inline __attribute__((always_inline)) float fl_finish(int kind, int64_t n, int64_t np, __m256 a0, __m256 a1,
+                                                             __m256 a2, __m256 a3, const char *wr, const char *ac) {
     const size_t es = fl_size(kind);
+    int64_t i = np;
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), a0);
+    const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return i < n ? fl_tail(kind, s, wr, ac, i, n) : s;
+}
+
+/* Widens the values [k0, k1) of a row (k1 - k0 a multiple of 32) into d, pass by pass: pass k's
+ * eight values of step j at d + k * (k1 - k0) / 4 + 8 * j. */
+static inline __attribute__((always_inline)) void fl_widen(int kind, const char *src, int64_t k0, int64_t k1, float *d) {
+    const size_t es = fl_size(kind);
+    const int64_t q = (k1 - k0) / 4;
+    for (int64_t i = k0, j = 0; i < k1; i += 32, j += 8)
+        for (int k = 0; k < 4; k++) _mm256_store_ps(d + k * q + j, fl_load8(kind, src + (size_t)(i + 8 * k) * es));
+}
+
+/* Where a block's outputs go on the last slice: out[t * out_stride + r] for row w[r] (the format's
+ * row, for the steps past np) and token a + t * a_stride. */
+typedef struct {
+    int64_t n, np;
+    const char *w[3];
+    const char *a;
+    size_t a_stride, out_stride;
+    float *out;
+} fl_out;
+
+/* R widened weight rows (wp[r]) by T widened tokens (ap[t]), both laid out by fl_widen over q / 8
+ * steps a pass: in pass k the R x T accumulators acc_k start at zero (first) or from st[4r + t][k]
+ * and end there. The weight vectors stay in registers while each activation vector is loaded once
+ * for its R fmas (12 accumulators + 3 + 1 registers). On the row's last slice (fo) the outputs are
+ * finished at the end of pass 3, acc_3 still in registers and acc_0..2 just stored, in L1. */
+static inline __attribute__((always_inline)) void fl_block(int kind, const int R, const int T, int64_t q,
+                                                           const float *const *wp, const float *const *ap,
+                                                           __m256 *const *st, bool first, const fl_out *fo) {
     for (int k = 0; k < 4; k++) {
         __m256 acc[3][4];
 #pragma GCC unroll 3
@@ -104,16 +141,29 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
 #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
                 acc[r][t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st[r * 4 + t] + k));
-        for (int64_t i = k0; i < k1; i += 32) {
-            __m256 av[4];
-#pragma GCC unroll 4
-            for (int t = 0; t < T; t++) av[t] = _mm256_load_ps(ap[t] + (i - k0) + 8 * k);
+        const int64_t o = k * q;
+        for (int64_t j = 0; j < q; j += 8) {
+            __m256 wv[3];
 #pragma GCC unroll 3
-            for (int r = 0; r < R; r++) {
-                const __m256 wv = fl_load8(kind, w[r] + (size_t)(i + 8 * k) * es);
+            for (int r = 0; r < R; r++) wv[r] = _mm256_load_ps(wp[r] + o + j);
 #pragma GCC unroll 4
-                for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
+            for (int t = 0; t < T; t++) {
+                const __m256 av = _mm256_load_ps(ap[t] + o + j);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
             }
+        }
+        if (fo && k == 3) { /* the last slice: every output of the block finished from acc_3 in registers */
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    const float *sv = (const float *)st[r * 4 + t];
+                    fo->out[(size_t)t * fo->out_stride + (size_t)r] =
+                        fl_finish(kind, fo->n, fo->np, _mm256_load_ps(sv), _mm256_load_ps(sv + 8), _mm256_load_ps(sv + 16),
+                                  acc[r][t], fo->w[r], fo->a + (size_t)t * fo->a_stride);
+                }
+            break;
         }
 #pragma GCC unroll 3
         for (int r = 0; r < R; r++)
@@ -124,10 +174,10 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
 
 #define FS_BLOCK_CASES(R)                                                                                      \
     switch (T) {                                                                                               \
-    case 1: fl_block(kind, R, 1, k0, k1, wr, ap, st, first); break;                                            \
-    case 2: fl_block(kind, R, 2, k0, k1, wr, ap, st, first); break;                                            \
-    case 3: fl_block(kind, R, 3, k0, k1, wr, ap, st, first); break;                                            \
-    default: fl_block(kind, R, 4, k0, k1, wr, ap, st, first); break;                                           \
+    case 1: fl_block(kind, R, 1, q, wp, ap, st, first, fo); break;                                                       \
+    case 2: fl_block(kind, R, 2, q, wp, ap, st, first, fo); break;                                                       \
+    case 3: fl_block(kind, R, 3, q, wp, ap, st, first, fo); break;                                                       \
+    default: fl_block(kind, R, 4, q, wp, ap, st, first, fo); break;                                                      \
     }
 
 /* A few tokens (nc <= 4: a server's decode step of a few sequences, a speculative draft verified):
@@ -198,7 +248,7 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
         return;
     }
     float *const apb = scratch;
-    __m256 *const state = (__m256 *)(scratch + (size_t)FS_NC * FS_SLICE); /* [row][token][k] */
+    __m256 *const state = (__m256 *)(scratch + FS_STATE_OFF); /* [row][token][k] */
     const int64_t np = n & ~(int64_t)31;
     if (nc <= 4 && (size_t)nr * 16 <= (size_t)FS_RB * FS_NC * 4) {
         fl_few(kind, np, nr, nc, w, w_stride, a, a_stride, apb, state);
@@ -209,37 +259,53 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                 const __m256 *sv = state + (size_t)r * 16 + 4 * c;
                 __m256 acc[4];
                 for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
-                int64_t i = np;
-                for (; i + 8 <= n; i += 8)
-                    acc[0] = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), acc[0]);
-                const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-                out[(size_t)c * out_stride + (size_t)r] = fl_tail(kind, s, wr, ac, i, n);
+                out[(size_t)c * out_stride + (size_t)r] = fl_finish(kind, n, np, acc[0], acc[1], acc[2], acc[3], wr, ac);
             }
         }
         return;
     }
+    float *const wpb = scratch + (size_t)FS_NC * FS_PSTRIDE; /* three widened weight rows */
     for (int rb = 0; rb < nr; rb += FS_RB) {
         const int rn = MF_MIN(FS_RB, nr - rb);
         for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
-            const int64_t k1 = MF_MIN(k0 + FS_SLICE, np);
+            const int64_t k1 = MF_MIN(k0 + FS_SLICE, np), q = (k1 - k0) / 4;
             const bool first = k0 == 0;
-            for (int c = 0; c < nc; c++) {
-                const char *ac = a + (size_t)c * a_stride;
-                float *d = apb + (size_t)c * FS_SLICE;
-                for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
-            }
-            for (int c0 = 0; c0 < nc; c0 += 4) {
-                const int T = MF_MIN(4, nc - c0);
-                const float *ap[4];
-                for (int t = 0; t < T; t++) ap[t] = apb + (size_t)(c0 + t) * FS_SLICE;
-                for (int r0 = 0; r0 < rn; r0 += 3) {
-                    const int R = MF_MIN(3, rn - r0);
-                    const char *wr[3];
+            for (int c = 0; c < nc; c++) fl_widen(kind, a + (size_t)c * a_stride, k0, k1, apb + (size_t)c * FS_PSTRIDE);
+            for (int r0 = 0; r0 < rn; r0 += 3) {
+                const int R = MF_MIN(3, rn - r0);
+                const float *wp[3];
+                for (int r = 0; r < R; r++) {
+                    fl_widen(kind, w + (size_t)(rb + r0 + r) * w_stride, k0, k1, wpb + (size_t)r * FS_PSTRIDE);
+                    wp[r] = wpb + (size_t)r * FS_PSTRIDE;
+                }
+                /* The next triple's slice (this block's next rows, else its first rows' next slice) is
+                 * fetched meanwhile, a share of its lines per token group: widened from memory on
+                 * demand, the weights would stall every triple. */
+                const char *nw = NULL;
+                int64_t nk = k0, nk1 = k1;
+                int nR = 0;
+                if (r0 + 3 < rn) nw = w + (size_t)(rb + r0 + 3) * w_stride, nR = MF_MIN(3, rn - r0 - 3);
+                else if (k1 < np) nw = w + (size_t)rb * w_stride, nR = MF_MIN(3, rn), nk = k1, nk1 = MF_MIN(k1 + FS_SLICE, np);
+                const size_t nbytes = (size_t)(nk1 - nk) * es, nlines = (nbytes + 63) / 64;
+                const int ngroups = (nc + 3) / 4;
+                const size_t per = (nR * nlines + (size_t)ngroups - 1) / (size_t)ngroups;
+                size_t pl = 0;
+                for (int c0 = 0; c0 < nc; c0 += 4) {
+                    for (size_t e = pl + per; nw && pl < e && pl < nR * nlines; pl++)
+                        _mm_prefetch(nw + (pl / nlines) * w_stride + (size_t)nk * es + 64 * (pl % nlines), _MM_HINT_T0);
+                    const int T = MF_MIN(4, nc - c0);
+                    const float *ap[4];
                     __m256 *st[12];
-                    for (int r = 0; r < R; r++) {
-                        wr[r] = w + (size_t)(rb + r0 + r) * w_stride;
+                    for (int t = 0; t < T; t++) ap[t] = apb + (size_t)(c0 + t) * FS_PSTRIDE;
+                    for (int r = 0; r < R; r++)
                         for (int t = 0; t < T; t++)
                             st[r * 4 + t] = state + ((size_t)(r0 + r) * FS_NC + (size_t)(c0 + t)) * 4;
+                    fl_out fob, *fo = NULL;
+                    if (k1 == np) {
+                        fob = (fl_out){.n = n, .np = np, .a = a + (size_t)c0 * a_stride, .a_stride = a_stride,
+                                       .out_stride = out_stride, .out = out + (size_t)c0 * out_stride + (size_t)(rb + r0)};
+                        for (int r = 0; r < R; r++) fob.w[r] = w + (size_t)(rb + r0 + r) * w_stride;
+                        fo = &fob;
                     }
                     if (R == 3) {
                         FS_BLOCK_CASES(3)
@@ -251,22 +317,14 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                 }
             }
         }
-        /* per output: the steps of 8 past the last whole 32-value step into acc0, the sum, the tail */
-        for (int r = 0; r < rn; r++) {
-            const char *wr = w + (size_t)(rb + r) * w_stride;
-            for (int c = 0; c < nc; c++) {
-                const char *ac = a + (size_t)c * a_stride;
-                const __m256 *sv = state + ((size_t)r * FS_NC + (size_t)c) * 4;
-                __m256 acc[4];
-                for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
-                int64_t i = np;
-                for (; i + 8 <= n; i += 8)
-                    acc[0] = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), acc[0]);
-                const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-                out[(size_t)c * out_stride + (size_t)(rb + r)] = fl_tail(kind, s, wr, ac, i, n);
-            }
-        }
     }
+    if (np == 0) /* rows shorter than one 32-value step: the steps of 8 and the tail alone */
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++) {
+                const __m256 z = _mm256_setzero_ps();
+                out[(size_t)c * out_stride + (size_t)r] =
+                    fl_finish(kind, n, 0, z, z, z, z, w + (size_t)r * w_stride, a + (size_t)c * a_stride);
+            }
 }
 #undef FS_BLOCK_CASES
 
