@@ -4,8 +4,10 @@
  * layer call and the achieved GFLOP/s (4 flops per (row, visible cell, dim): q.k and p.v), in
  * thread CPU time (best of the repetitions), so time the thread spent descheduled on a shared
  * machine does not count.
- *   usage: bench_attn [--depth N] [--nt N] [--nh N] [--nkv N] [--hd N] [--reps R] [--rows N]
- *   (--rows: every tile with up to N rows per tile instead of its own)
+ *   usage: bench_attn [--depth N] [--nt N] [--nh N] [--nkv N] [--hd N] [--reps R] [--rows N] [--layers L]
+ *   (--rows: every tile with up to N rows per tile instead of its own; --layers: L layers' caches,
+ *   each repetition runs every layer once and the time is per layer, so that with enough layers the
+ *   cache comes from memory as in a model: one layer's is served from L2/L3)
  *   e.g. bench_attn --depth 4096 --nt 1  (decode)     bench_attn --depth 4096 --nt 512  (prefill) */
 #include "cpu/cpu_attn.h"
 #include "core/core.h"
@@ -32,7 +34,7 @@ static float rndf(void) {
 }
 
 int main(int argc, char **argv) {
-    int depth = 4096, nt = 1, nh = 14, nkv = 2, hd = 64, reps = 5, rows = 0;
+    int depth = 4096, nt = 1, nh = 14, nkv = 2, hd = 64, reps = 5, rows = 0, layers = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--depth")) depth = v;
@@ -42,25 +44,26 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--hd")) hd = v;
         else if (!strcmp(argv[i], "--reps")) reps = v;
         else if (!strcmp(argv[i], "--rows")) rows = v;
+        else if (!strcmp(argv[i], "--layers")) layers = v;
         else {
             fprintf(stderr, "bench_attn: unknown option %s\n", argv[i]);
             return 2;
         }
     }
     if (depth < 0 || nt < 1 || nkv < 1 || nh % nkv || hd < 1 || hd > MF_MAX_HEAD_DIM || reps < 1 || rows < 0 ||
-        rows > mf_cpu_attn_tile_rows_wide(hd)) {
+        rows > mf_cpu_attn_tile_rows_wide(hd) || layers < 1) {
         fprintf(stderr, "bench_attn: bad shape\n");
         return 2;
     }
     const int ncells = depth + nt;
     mf_kv_cache kv;
     mf_kv_view_buf vb = {0};
-    if (mf_kv_init(&kv, 1, ncells, nkv, hd, MF_TYPE_F16) != MF_OK) return 1;
+    if (mf_kv_init(&kv, layers, ncells, nkv, hd, MF_TYPE_F16) != MF_OK) return 1;
     float *k = malloc((size_t)nkv * hd * sizeof(float)), *v = malloc((size_t)nkv * hd * sizeof(float));
     for (int c = 0; c < ncells; c++) {
         kv.cell_seqs[c] = 1, kv.cell_pos[c] = c;
         for (int i = 0; i < nkv * hd; i++) k[i] = rndf(), v[i] = rndf();
-        mf_cpu_kv_store_row(&kv, 0, c, k, v);
+        for (int l = 0; l < layers; l++) mf_cpu_kv_store_row(&kv, l, c, k, v);
     }
     kv.n_used = kv.n_active = ncells;
     int32_t *pos = malloc((size_t)nt * sizeof(int32_t)), *seq = calloc((size_t)nt, sizeof(int32_t));
@@ -69,7 +72,7 @@ int main(int argc, char **argv) {
     const size_t nout = (size_t)nt * nh * hd;
     float *q = malloc(nout * sizeof(float)), *out = malloc(nout * sizeof(float));
     for (size_t i = 0; i < nout; i++) q[i] = rndf();
-    const mf_attn_params ap = {.layer = 0, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 0.125f};
+    mf_attn_params ap = {.layer = 0, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 0.125f};
     double flops = 0;
     for (int t = 0; t < nt; t++) flops += 4.0 * nh * hd * (depth + t + 1);
     /* each tile with the rows per tile mf_cpu_attention gives it */
@@ -80,16 +83,17 @@ int main(int argc, char **argv) {
         {"avx512", mf_cpu_attn_tile_avx512, MF_SIMD_AVX512, mf_cpu_attn_tile_rows(hd)},
 #endif
     };
-    printf("depth %d, %d tokens, %d heads (%d KV), head_dim %d, F16 cache, 1 thread, best of %d\n", depth, nt, nh, nkv,
-           hd, reps);
+    printf("depth %d, %d tokens, %d heads (%d KV), head_dim %d, F16 cache, %d layer%s, 1 thread, best of %d (ms per layer)\n",
+           depth, nt, nh, nkv, hd, layers, layers > 1 ? "s" : "", reps);
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         if (!mf_simd_level_supported(tiles[i].need)) continue;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = cpu_s();
-            mf_cpu_attention_flash_rows(&ap, &kv, q, out, 0, (int64_t)nt * nh, tiles[i].fn,
-                                        rows ? rows : tiles[i].rows);
-            best = MF_MIN(best, cpu_s() - t0);
+            for (ap.layer = 0; ap.layer < layers; ap.layer++)
+                mf_cpu_attention_flash_rows(&ap, &kv, q, out, 0, (int64_t)nt * nh, tiles[i].fn,
+                                            rows ? rows : tiles[i].rows);
+            best = MF_MIN(best, (cpu_s() - t0) / layers);
         }
         printf("  %-7s %9.3f ms  %7.1f GFLOP/s\n", tiles[i].name, best * 1e3, flops / best / 1e9);
     }
