@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
         {"avx512", mf_cpu_attn_tile_avx512, MF_SIMD_AVX512, mf_cpu_attn_tile_rows(hd)},
 #endif
     };
-    printf("depth %d, %d tokens, %d heads (%d KV), head_dim %d, F16 cache, %d layer%s, 1 thread, best of %d (ms per layer)\n",
+    printf("depth %d, %d tokens, %d heads (%d KV), head_dim %d, F16 cache, %d layer%s, 1 thread, best of %d"
+           " (ms per layer)\n",
            depth, nt, nh, nkv, hd, layers, layers > 1 ? "s" : "", reps);
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         if (!mf_simd_level_supported(tiles[i].need)) continue;

@@ -26,9 +26,13 @@
 
 enum { FS_F32, FS_F16, FS_BF16 };
 enum {
-    FS_SLICE = 1024, /* values per slice, a multiple of 32: a token group's (16 KB) and a row triple's (12 KB) stay in L1 */
+    FS_SLICE = 1024, /* values per slice, a multiple of 32: a token group's (16 KB) and a row triple's
+                        (12 KB) widened values stay in L1 */
     FS_PSTRIDE = FS_SLICE + 16, /* floats between widened rows: a cache line more, so rows do not share L1 sets */
-    FS_RB = 48,     /* rows per block: activations are widened once per block and slice */
+    FS_RB = 48,     /* rows per block: activations are widened once per block and slice (Zen 5, f16
+                       896 x 4864 x 64: 43 GMAC/s a thread against 38 with 16; the accumulators
+                       parked between slices take 8 KB a row) */
+    FS_FEW_SLICE = 512, /* the few-token path's slice: four tokens' (8 KB) stay in L1 */
     FS_NC = 64,     /* tokens per call, at most (mf_cpu_matmul's tiles) */
 };
 
@@ -102,14 +106,16 @@ static inline __attribute__((always_inline)) float fl_finish(int kind, int64_t n
                                                              __m256 a2, __m256 a3, const char *wr, const char *ac) {
     const size_t es = fl_size(kind);
     int64_t i = np;
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), a0);
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), a0);
     const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     return i < n ? fl_tail(kind, s, wr, ac, i, n) : s;
 }
 
 /* Widens the values [k0, k1) of a row (k1 - k0 a multiple of 32) into d, pass by pass: pass k's
  * eight values of step j at d + k * (k1 - k0) / 4 + 8 * j. */
-static inline __attribute__((always_inline)) void fl_widen(int kind, const char *src, int64_t k0, int64_t k1, float *d) {
+static inline __attribute__((always_inline)) void fl_widen(int kind, const char *src, int64_t k0, int64_t k1,
+                                                           float *d) {
     const size_t es = fl_size(kind);
     const int64_t q = (k1 - k0) / 4;
     for (int64_t i = k0, j = 0; i < k1; i += 32, j += 8)
@@ -160,8 +166,8 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
                 for (int t = 0; t < T; t++) {
                     const float *sv = (const float *)st[r * 4 + t];
                     fo->out[(size_t)t * fo->out_stride + (size_t)r] =
-                        fl_finish(kind, fo->n, fo->np, _mm256_load_ps(sv), _mm256_load_ps(sv + 8), _mm256_load_ps(sv + 16),
-                                  acc[r][t], fo->w[r], fo->a + (size_t)t * fo->a_stride);
+                        fl_finish(kind, fo->n, fo->np, _mm256_load_ps(sv), _mm256_load_ps(sv + 8),
+                                  _mm256_load_ps(sv + 16), acc[r][t], fo->w[r], fo->a + (size_t)t * fo->a_stride);
                 }
             break;
         }
@@ -182,7 +188,7 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
 
 /* A few tokens (nc <= 4: a server's decode step of a few sequences, a speculative draft verified):
  * the tile's packing and passes cost more than they save, and its 16-row blocks read the weights as
- * 16 interleaved runs the hardware prefetchers do not follow. Here each slice of FS_SLICE values goes
+ * 16 interleaved runs the hardware prefetchers do not follow. Here each slice of FS_FEW_SLICE values goes
  * over every weight row in turn, its 32-value steps read once for up to two tokens at a time (four
  * accumulators each, as the dot; the second pair reads the row's slice again from L1), the
  * accumulators parked in state between slices, the slice of the row FS_AHEAD rows on prefetched
@@ -204,7 +210,7 @@ static inline __attribute__((always_inline)) void fl_pair(int kind, const int T,
             const __m256 wv = fl_load8(kind, wr + (size_t)(i + 8 * k) * es);
 #pragma GCC unroll 2
             for (int t = 0; t < T; t++)
-                acc[t][k] = _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_SLICE + (i - k0) + 8 * k), acc[t][k]);
+                acc[t][k] = _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_FEW_SLICE + (i - k0) + 8 * k), acc[t][k]);
         }
     }
 #pragma GCC unroll 2
@@ -217,21 +223,21 @@ static inline __attribute__((always_inline)) void fl_few(int kind, int64_t np, i
                                                          size_t w_stride, const char *a, size_t a_stride, float *apb,
                                                          __m256 *state) {
     const size_t es = fl_size(kind);
-    for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
-        const int64_t k1 = MF_MIN(k0 + FS_SLICE, np);
+    for (int64_t k0 = 0; k0 < np; k0 += FS_FEW_SLICE) {
+        const int64_t k1 = MF_MIN(k0 + FS_FEW_SLICE, np);
         for (int c = 0; c < nc; c++) {
             const char *ac = a + (size_t)c * a_stride;
-            float *d = apb + (size_t)c * FS_SLICE;
+            float *d = apb + (size_t)c * FS_FEW_SLICE;
             for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
         }
         for (int r = 0; r < nr; r++) {
             const char *wr = w + (size_t)r * w_stride;
-            const char *pf = np > FS_SLICE && r + FS_AHEAD < nr ? wr + FS_AHEAD * w_stride : NULL;
+            const char *pf = np > FS_FEW_SLICE && r + FS_AHEAD < nr ? wr + FS_AHEAD * w_stride : NULL;
             __m256 *st = state + (size_t)r * 16;
             if (nc == 1) fl_pair(kind, 1, k0, k1, wr, apb, st, k0 == 0, pf);
             else fl_pair(kind, 2, k0, k1, wr, apb, st, k0 == 0, pf);
-            if (nc == 3) fl_pair(kind, 1, k0, k1, wr, apb + 2 * FS_SLICE, st + 8, k0 == 0, NULL);
-            if (nc == 4) fl_pair(kind, 2, k0, k1, wr, apb + 2 * FS_SLICE, st + 8, k0 == 0, NULL);
+            if (nc == 3) fl_pair(kind, 1, k0, k1, wr, apb + 2 * FS_FEW_SLICE, st + 8, k0 == 0, NULL);
+            if (nc == 4) fl_pair(kind, 2, k0, k1, wr, apb + 2 * FS_FEW_SLICE, st + 8, k0 == 0, NULL);
         }
     }
 }
@@ -259,7 +265,8 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                 const __m256 *sv = state + (size_t)r * 16 + 4 * c;
                 __m256 acc[4];
                 for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
-                out[(size_t)c * out_stride + (size_t)r] = fl_finish(kind, n, np, acc[0], acc[1], acc[2], acc[3], wr, ac);
+                out[(size_t)c * out_stride + (size_t)r] =
+                    fl_finish(kind, n, np, acc[0], acc[1], acc[2], acc[3], wr, ac);
             }
         }
         return;
@@ -285,7 +292,8 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                 int64_t nk = k0, nk1 = k1;
                 int nR = 0;
                 if (r0 + 3 < rn) nw = w + (size_t)(rb + r0 + 3) * w_stride, nR = MF_MIN(3, rn - r0 - 3);
-                else if (k1 < np) nw = w + (size_t)rb * w_stride, nR = MF_MIN(3, rn), nk = k1, nk1 = MF_MIN(k1 + FS_SLICE, np);
+                else if (k1 < np)
+                    nw = w + (size_t)rb * w_stride, nR = MF_MIN(3, rn), nk = k1, nk1 = MF_MIN(k1 + FS_SLICE, np);
                 const size_t nbytes = (size_t)(nk1 - nk) * es, nlines = (nbytes + 63) / 64;
                 const int ngroups = (nc + 3) / 4;
                 const size_t per = (nR * nlines + (size_t)ngroups - 1) / (size_t)ngroups;
