@@ -17,17 +17,17 @@ int mf_cpu_attn_tile_rows(int64_t hd);
 int mf_cpu_attn_tile_rows_wide(int64_t hd);
 int mf_cpu_attn_tile_cells(int64_t hd);
 
-/* Asks for the K and V rows of KV head kvh of the cells cells[0..n) of a layer ahead of their use
+/* Asks for the K and V rows of KV head kvh of the cells list[c0..c1) of a layer ahead of their use
  * (a tile computes while the next one's rows arrive): their addresses come from the cell list, which
  * the hardware prefetchers do not follow, so a tile's conversion otherwise waits on memory. Decode
  * at depth 16,384 from memory, `bench_attn --depth 16384 --layers 24`, Zen 5: AVX2 tile 2.2-2.9 ->
  * 1.9 ms a layer, AVX-512 2.4-2.5 -> 2.0 (1.2 and 1.4 with one layer's cache in L3). */
-static inline void mf_cpu_attn_prefetch(const mf_kv_cache *kv, int32_t layer, const int32_t *cells, int n, int32_t kvh,
-                                        int64_t hd) {
+static inline void mf_cpu_attn_prefetch(const mf_kv_cache *kv, int32_t layer, const int32_t *list, int32_t c0,
+                                        int32_t c1, int32_t kvh, int64_t hd) {
     const size_t bytes = (size_t)hd * (kv->type == MF_TYPE_F32 ? 4 : 2);
-    for (int c = 0; c < n; c++)
+    for (int32_t c = c0; c < c1; c++)
         for (int h = 0; h < 2; h++) {
-            const uintptr_t p = (uintptr_t)(h ? kv->v[layer] : kv->k[layer]) + (size_t)cells[c] * kv->row_bytes +
+            const uintptr_t p = (uintptr_t)(h ? kv->v[layer] : kv->k[layer]) + (size_t)list[c] * kv->row_bytes +
                                 (size_t)kvh * bytes;
             for (uintptr_t l = p & ~(uintptr_t)63; l < p + bytes; l += 64) __builtin_prefetch((const void *)l, 0, 3);
         }

@@ -134,7 +134,7 @@ void mf_cpu_attn_tile_avx2(const mf_attn_params *ap, const mf_kv_cache *kv, cons
         load_tile(kv, kv->v[ap->layer], list + j0, ce, ce8, kvh, hd, hdp, vf);
         for (int c = 0; c < ce8; c += 8) {
             const int32_t nx = j0 + bc + c; /* the next tile's cells, eight per step */
-            if (nx < nmax) mf_cpu_attn_prefetch(kv, ap->layer, list + nx, (int)MF_MIN(8, nmax - nx), kvh, hd);
+            mf_cpu_attn_prefetch(kv, ap->layer, list, nx, MF_MIN(nx + 8, nmax), kvh, hd);
             int v = 0;
             for (; v + 2 <= nrv; v += 2) {
                 scores_4x2(kf + c * hdp, hdp, hd, qt, qs, v, sp + c * MF_ATTN_MAX_ROWS);

@@ -132,6 +132,11 @@ typedef struct {
     float *out;
 } fl_out;
 
+/* Prefetches lines [l0, l1) of a run of rows, nlines lines of each (row r's from p + r * stride). */
+static inline void fl_prefetch_lines(const char *p, size_t stride, size_t nlines, size_t l0, size_t l1) {
+    for (size_t l = l0; l < l1; l++) _mm_prefetch(p + (l / nlines) * stride + 64 * (l % nlines), _MM_HINT_T0);
+}
+
 /* R widened weight rows (wp[r]) by T widened tokens (ap[t]), both laid out by fl_widen over q / 8
  * steps a pass: in pass k the R x T accumulators acc_k start at zero (first) or from st[4r + t][k]
  * and end there. The weight vectors stay in registers while each activation vector is loaded once
@@ -180,10 +185,10 @@ static inline __attribute__((always_inline)) void fl_block(int kind, const int R
 
 #define FS_BLOCK_CASES(R)                                                                                      \
     switch (T) {                                                                                               \
-    case 1: fl_block(kind, R, 1, q, wp, ap, st, first, fo); break;                                                       \
-    case 2: fl_block(kind, R, 2, q, wp, ap, st, first, fo); break;                                                       \
-    case 3: fl_block(kind, R, 3, q, wp, ap, st, first, fo); break;                                                       \
-    default: fl_block(kind, R, 4, q, wp, ap, st, first, fo); break;                                                      \
+    case 1: fl_block(kind, R, 1, q, wp, ap, st, first, fo); break;                                             \
+    case 2: fl_block(kind, R, 2, q, wp, ap, st, first, fo); break;                                             \
+    case 3: fl_block(kind, R, 3, q, wp, ap, st, first, fo); break;                                             \
+    default: fl_block(kind, R, 4, q, wp, ap, st, first, fo); break;                                            \
     }
 
 /* A few tokens (nc <= 4: a server's decode step of a few sequences, a speculative draft verified):
@@ -210,7 +215,8 @@ static inline __attribute__((always_inline)) void fl_pair(int kind, const int T,
             const __m256 wv = fl_load8(kind, wr + (size_t)(i + 8 * k) * es);
 #pragma GCC unroll 2
             for (int t = 0; t < T; t++)
-                acc[t][k] = _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_FEW_SLICE + (i - k0) + 8 * k), acc[t][k]);
+                acc[t][k] =
+                    _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_FEW_SLICE + (i - k0) + 8 * k), acc[t][k]);
         }
     }
 #pragma GCC unroll 2
@@ -289,18 +295,22 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                  * fetched meanwhile, a share of its lines per token group: widened from memory on
                  * demand, the weights would stall every triple. */
                 const char *nw = NULL;
-                int64_t nk = k0, nk1 = k1;
-                int nR = 0;
-                if (r0 + 3 < rn) nw = w + (size_t)(rb + r0 + 3) * w_stride, nR = MF_MIN(3, rn - r0 - 3);
-                else if (k1 < np)
-                    nw = w + (size_t)rb * w_stride, nR = MF_MIN(3, rn), nk = k1, nk1 = MF_MIN(k1 + FS_SLICE, np);
-                const size_t nbytes = (size_t)(nk1 - nk) * es, nlines = (nbytes + 63) / 64;
-                const int ngroups = (nc + 3) / 4;
-                const size_t per = (nR * nlines + (size_t)ngroups - 1) / (size_t)ngroups;
-                size_t pl = 0;
+                size_t nlines = 0, nall = 0;
+                if (r0 + 3 < rn) {
+                    nw = w + (size_t)(rb + r0 + 3) * w_stride + (size_t)k0 * es;
+                    nlines = ((size_t)(k1 - k0) * es + 63) / 64;
+                    nall = (size_t)MF_MIN(3, rn - r0 - 3) * nlines;
+                } else if (k1 < np) {
+                    nw = w + (size_t)rb * w_stride + (size_t)k1 * es;
+                    nlines = ((size_t)(MF_MIN(k1 + FS_SLICE, np) - k1) * es + 63) / 64;
+                    nall = (size_t)MF_MIN(3, rn) * nlines;
+                }
+                const size_t per = (nall + (size_t)(nc + 3) / 4 - 1) / ((size_t)(nc + 3) / 4);
+                fl_out fob = {.n = n, .np = np, .a_stride = a_stride, .out_stride = out_stride};
+                for (int r = 0; r < R; r++) fob.w[r] = w + (size_t)(rb + r0 + r) * w_stride;
                 for (int c0 = 0; c0 < nc; c0 += 4) {
-                    for (size_t e = pl + per; nw && pl < e && pl < nR * nlines; pl++)
-                        _mm_prefetch(nw + (pl / nlines) * w_stride + (size_t)nk * es + 64 * (pl % nlines), _MM_HINT_T0);
+                    const size_t pl = (size_t)(c0 / 4) * per;
+                    if (pl < nall) fl_prefetch_lines(nw, w_stride, nlines, pl, MF_MIN(pl + per, nall));
                     const int T = MF_MIN(4, nc - c0);
                     const float *ap[4];
                     __m256 *st[12];
@@ -308,11 +318,10 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                     for (int r = 0; r < R; r++)
                         for (int t = 0; t < T; t++)
                             st[r * 4 + t] = state + ((size_t)(r0 + r) * FS_NC + (size_t)(c0 + t)) * 4;
-                    fl_out fob, *fo = NULL;
+                    const fl_out *fo = NULL; /* the row's last slice: the block finishes its outputs */
                     if (k1 == np) {
-                        fob = (fl_out){.n = n, .np = np, .a = a + (size_t)c0 * a_stride, .a_stride = a_stride,
-                                       .out_stride = out_stride, .out = out + (size_t)c0 * out_stride + (size_t)(rb + r0)};
-                        for (int r = 0; r < R; r++) fob.w[r] = w + (size_t)(rb + r0 + r) * w_stride;
+                        fob.a = a + (size_t)c0 * a_stride;
+                        fob.out = out + (size_t)c0 * out_stride + (size_t)(rb + r0);
                         fo = &fob;
                     }
                     if (R == 3) {
