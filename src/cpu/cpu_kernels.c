@@ -94,6 +94,7 @@ typedef struct {
     bool aux;             /* each quantized row gets the several-token dots' side data */
     mf_vec_dot_fn dot;
     mf_gemm_fn gemm; /* multi-row tile for several tokens; NULL: one dot per (row, token) */
+    bool gemm_one;   /* the tile serves one token too */
     const mf_cpu_gemm *gemm_ord; /* the ordered GEMM (cpu_gemm.h), when there are enough tokens */
     uint8_t *scratch;             /* its per-thread scratch, scratch_bytes each */
     size_t scratch_bytes;
@@ -132,7 +133,7 @@ static void mm_dot(void *arg, int ith, int nth) {
         if (bias) add_bias(m, bias, o0, o1);
         return;
     }
-    if (m->gemm && m->nt > 1) {
+    if (m->gemm && (m->nt > 1 || m->gemm_one)) {
         /* Calls of 128 weight rows x 64 tokens: the float GEMM widens each activation block once per
          * call for all its rows, the quantized tiles load each weight block once per token group. */
         for (int64_t ob = o0; ob < o1; ob += 128) {
@@ -215,7 +216,7 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
     MF_ASSERT(k->dot);
     /* the ordered dots (llama.cpp's float order, the same for every token) or the level's tile */
     mm_task m = {.w = w, .b = b, .x = x, .y = y, .nt = nt};
-    m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.ord = k->ord;
+    m.quant = k->quant, m.dot = k->dot, m.gemm = k->tile, m.gemm_one = k->tile_one, m.ord = k->ord;
     if (use_gemm(k, w, nt)) {
         m.gemm_ord = k->gemm;
         m.scratch_bytes = gemm_scratch(k->gemm, w->ne[0]);

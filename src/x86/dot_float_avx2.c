@@ -1,23 +1,25 @@
 /* dot_float_avx2.c: AVX2 dots of the float formats (F32, F16, BF16 against the same format) and
  * their GEMM tile, which gives every (row, token) pair bit for bit the dot's value (simd.h).
  *
- * The order (dot and tile): 8-lane accumulators acc0..3; steps of 32 values put values
- * i + 8k..i + 8k + 7 into acc_k by fma; then steps of 8 into acc0; the sum hsum8((acc0 + acc1) +
- * (acc2 + acc3)); then the last n % 8 values added one at a time (fl_tail, shared).
+ * The order (dot and tile), per output: one 8-lane accumulator; for each step of 8 values, in
+ * increasing order, acc = fma(w[i..i+7], a[i..i+7], acc); then hsum8(acc) (mf_x86_hsum8:
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))); then the last n % 8 products added one at a time
+ * (fl_tail, shared). This is the order of llama.cpp's AVX2 float GEMM (tinyBLAS, which it runs from two
+ * tokens on; its one-token dot keeps four accumulators), with a tail where llama.cpp falls back.
  *
- * The tile (nr <= 128 rows x nc <= 64 tokens) keeps that order per output but runs it in passes: an
- * accumulator acc_k only ever takes the values i + 8k.. of each 32-value step, in increasing i, so
- * the four can be formed one after the other (pass k over a slice of the row), each pass with one
- * accumulator per output. That frees the registers for a block of three weight rows by four tokens
- * (twelve accumulators, the three weight vectors in registers, one activation vector at a time:
- * seven loads per twelve fmas), where four accumulators per output allowed one row by three tokens
- * (four loads per three fmas, load-bound). Both operands are widened to f32 before the fmas, into
- * per-thread scratch laid out pass by pass (pass k's eight values of each step side by side, so a
- * pass reads its operands in order): the activations once per slice and block of FS_RB rows, a
- * triple of weight rows once per slice for all the tokens of the call, so no fma waits on a
- * conversion. Between slices the accumulators wait in scratch. The values past the last whole
- * 32-value step (steps of 8 into acc0, then the scalar tail) are added per output at the end, as
- * the dot does. */
+ * One accumulator per output is the shape a GEMM wants: one register per output, nothing to
+ * combine. One row's dot is then a single fma chain, bound by its latency rather than by reading the
+ * row, so the dispatch table sends one-token matmuls to the tile too (mf_cpu_mm_kernels.tile_one),
+ * and up to FS_FEW tokens run fl_few: several rows side by side straight from the format, taken
+ * from separate strands of the matrix so that each strand is still read front to back. From there
+ * on the tile runs blocks of three weight rows x four tokens (twelve accumulators, the three weight
+ * vectors in registers, one activation vector at a time: seven loads per twelve fmas) over slices
+ * of the row, the tokens' slice widened to f32 in per-thread scratch once per block of FS_RB rows,
+ * the weights converted as they are loaded (the next triple prefetched). Between slices the
+ * accumulators wait in scratch; on the last slice the block finishes its outputs (hsum8, the tail).
+ * Zen 5 at this level, against the four-accumulator order this replaced (whose tile built the four
+ * accumulators in four passes): f16 4864 x 896 x 64 on one thread 43.8 -> 51.5 GMAC/s; one token
+ * level (weights from memory); two to four tokens about twice as fast. */
 #include "simd/simd_kernels.h"
 #include "x86/x86_common.h"
 
@@ -26,14 +28,16 @@
 
 enum { FS_F32, FS_F16, FS_BF16 };
 enum {
-    FS_SLICE = 1024, /* values per slice, a multiple of 32: a token group's (16 KB) and a row triple's
-                        (12 KB) widened values stay in L1 */
+    FS_SLICE = 1024, /* values per slice, a multiple of 8: a token group's widened values (16 KB) and a
+                        row triple's (6 KB as f16) stay in L1 (512 measured slower: 48 against 50
+                        GMAC/s a thread, f16 4864 x 896 x 64, Zen 5) */
     FS_PSTRIDE = FS_SLICE + 16, /* floats between widened rows: a cache line more, so rows do not share L1 sets */
-    FS_RB = 48,     /* rows per block: activations are widened once per block and slice (Zen 5, f16
-                       896 x 4864 x 64: 43 GMAC/s a thread against 38 with 16; the accumulators
-                       parked between slices take 8 KB a row) */
-    FS_FEW_SLICE = 512, /* the few-token path's slice: four tokens' (8 KB) stay in L1 */
-    FS_NC = 64,     /* tokens per call, at most (mf_cpu_matmul's tiles) */
+    FS_RB = 128,    /* rows per block: the activations are widened once per block and slice (one block
+                       per mf_cpu_matmul call; 48 gave 47.5 against 50 GMAC/s) */
+    FS_NC = 64,     /* tokens a block of rows takes at once (mf_cpu_matmul's calls have at most 64) */
+    FS_FEW = 32,    /* up to this many tokens run on the rows directly (fl_few): ahead of the tile
+                       through 32 tokens with the weights from memory (bench_gemm --cold, f16 4864 x
+                       896, 2 threads: 32 tokens 1.65 against 1.94 ms, 64 tokens level) */
 };
 
 /* Eight values of format kind at p as floats. */
@@ -59,28 +63,105 @@ static __attribute__((noinline)) float fl_tail(int kind, float s, const void *w,
     return s;
 }
 
+static inline __attribute__((always_inline)) float fl_finish(int kind, __m256 acc, int64_t n, const char *w,
+                                                             const char *a) {
+    const float s = mf_x86_hsum8(acc);
+    const int64_t np = n & ~(int64_t)7;
+    return np < n ? fl_tail(kind, s, w, a, np, n) : s;
+}
+
 static inline __attribute__((always_inline)) float fl_dot(int kind, int64_t n, const void *vw, const void *va) {
     const char *w = vw, *a = va;
     const size_t es = fl_size(kind);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(fl_load8(kind, w + (size_t)(i + 8 * k) * es), fl_load8(kind, a + (size_t)(i + 8 * k) * es), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(fl_load8(kind, w + (size_t)i * es), fl_load8(kind, a + (size_t)i * es), acc[0]);
-    const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    return fl_tail(kind, s, w, a, i, n);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(fl_load8(kind, w + (size_t)i * es), fl_load8(kind, a + (size_t)i * es), acc);
+    return fl_finish(kind, acc, n, w, a);
 }
 
 static float dot_f32_f32(int64_t n, const void *w, const void *a) { return fl_dot(FS_F32, n, w, a); }
 static float dot_f16_f16(int64_t n, const void *w, const void *a) { return fl_dot(FS_F16, n, w, a); }
 static float dot_bf16_bf16(int64_t n, const void *w, const void *a) { return fl_dot(FS_BF16, n, w, a); }
 
-/* The calling thread's scratch: FS_NC tokens x FS_PSTRIDE widened activations, three widened weight
- * rows, then FS_RB x FS_NC x 4 parked accumulators (the few-token path: FS_NC * 4 rows x 4 x 4);
- * NULL if it cannot have one (the tile then calls the dot per pair). */
-#define FS_STATE_OFF ((size_t)(FS_NC + 3) * FS_PSTRIDE)
-#define FS_SCRATCH_FLOATS (FS_STATE_OFF + (size_t)FS_RB * FS_NC * 32)
+/* R rows x T tokens straight from the formats, each row read front to back once: R x T fma chains
+ * side by side, each token's vector converted once per step for the R rows. Row r is at w + r * rs
+ * and its outputs at out[t * out_stride + r * ors]. */
+static inline __attribute__((always_inline)) void fl_rows(int kind, const int R, const int T, int64_t n, const char *w,
+                                                          size_t rs, const char *a, size_t a_stride, float *out,
+                                                          size_t out_stride, size_t ors) {
+    const size_t es = fl_size(kind);
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 av[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) av[t] = fl_load8(kind, a + (size_t)t * a_stride + (size_t)i * es);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 wv = fl_load8(kind, w + (size_t)r * rs + (size_t)i * es);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            out[(size_t)t * out_stride + (size_t)r * ors] =
+                fl_finish(kind, acc[r][t], n, w + (size_t)r * rs, a + (size_t)t * a_stride);
+}
+
+/* A few tokens (decode, a server's step of a few sequences, a speculative draft verified), bound by
+ * reading the weights. The rows are cut into rg strands of consecutive rows (four for up to three
+ * tokens, else two: what the registers hold beside four tokens' accumulators), and the strands
+ * advance together, one row of each at a time: rg fma chains per token side by side, while each
+ * strand is one sequential run through memory that the hardware prefetchers follow (neighbouring
+ * rows side by side would interleave rg runs within each page, and lose a third of the speed). The
+ * tokens pass over each set of rows four at a time, the later groups reading the rows from L1. */
+static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, int nr, int nc, const char *w,
+                                                         size_t w_stride, const char *a, size_t a_stride, float *out,
+                                                         size_t out_stride) {
+    const int rg = nc <= 3 ? 4 : 2;
+    const int q = nr / rg; /* rows per strand; the last nr % rg rows follow one at a time */
+    const size_t rs = (size_t)q * w_stride;
+    for (int j = 0; j < q; j++) {
+        const char *wr = w + (size_t)j * w_stride;
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const char *ac = a + (size_t)c0 * a_stride;
+            float *o = out + (size_t)c0 * out_stride + j;
+            switch (MF_MIN(4, nc - c0) + (rg == 4 ? 0 : 4)) {
+            case 1: fl_rows(kind, 4, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 2: fl_rows(kind, 4, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 3: fl_rows(kind, 4, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 5: fl_rows(kind, 2, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 6: fl_rows(kind, 2, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 7: fl_rows(kind, 2, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            default: fl_rows(kind, 2, 4, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            }
+        }
+    }
+    for (int r = q * rg; r < nr; r++) {
+        const char *wr = w + (size_t)r * w_stride;
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const char *ac = a + (size_t)c0 * a_stride;
+            float *o = out + (size_t)c0 * out_stride + r;
+            switch (MF_MIN(4, nc - c0)) {
+            case 1: fl_rows(kind, 1, 1, n, wr, 0, ac, a_stride, o, out_stride, 0); break;
+            case 2: fl_rows(kind, 1, 2, n, wr, 0, ac, a_stride, o, out_stride, 0); break;
+            case 3: fl_rows(kind, 1, 3, n, wr, 0, ac, a_stride, o, out_stride, 0); break;
+            default: fl_rows(kind, 1, 4, n, wr, 0, ac, a_stride, o, out_stride, 0); break;
+            }
+        }
+    }
+}
+
+/* The calling thread's scratch: FS_NC tokens x FS_PSTRIDE widened activations, then FS_RB x FS_NC
+ * parked accumulators; NULL if it cannot have one (the calls then run fl_few on groups of tokens). */
+#define FS_STATE_OFF ((size_t)FS_NC * FS_PSTRIDE)
+#define FS_SCRATCH_FLOATS (FS_STATE_OFF + (size_t)FS_RB * FS_NC * 8)
 static pthread_key_t scratch_key;
 static bool scratch_key_ok;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -100,32 +181,17 @@ static float *thread_scratch(void) {
     return p;
 }
 
-/* One output from its four accumulators after the whole 32-value steps (np values): the steps of 8
- * past them into acc0, the sum, the scalar tail, as the dot. */
-static inline __attribute__((always_inline)) float fl_finish(int kind, int64_t n, int64_t np, __m256 a0, __m256 a1,
-                                                             __m256 a2, __m256 a3, const char *wr, const char *ac) {
-    const size_t es = fl_size(kind);
-    int64_t i = np;
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(fl_load8(kind, wr + (size_t)i * es), fl_load8(kind, ac + (size_t)i * es), a0);
-    const float s = mf_x86_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    return i < n ? fl_tail(kind, s, wr, ac, i, n) : s;
-}
-
-/* Widens the values [k0, k1) of a row (k1 - k0 a multiple of 32) into d, pass by pass: pass k's
- * eight values of step j at d + k * (k1 - k0) / 4 + 8 * j. */
+/* Widens the values [k0, k1) of a row (k1 - k0 a multiple of 8) into d. */
 static inline __attribute__((always_inline)) void fl_widen(int kind, const char *src, int64_t k0, int64_t k1,
                                                            float *d) {
     const size_t es = fl_size(kind);
-    const int64_t q = (k1 - k0) / 4;
-    for (int64_t i = k0, j = 0; i < k1; i += 32, j += 8)
-        for (int k = 0; k < 4; k++) _mm256_store_ps(d + k * q + j, fl_load8(kind, src + (size_t)(i + 8 * k) * es));
+    for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, src + (size_t)i * es));
 }
 
-/* Where a block's outputs go on the last slice: out[t * out_stride + r] for row w[r] (the format's
- * row, for the steps past np) and token a + t * a_stride. */
+/* Where a block's outputs go on the last slice: out[t * out_stride + r] for row w[r] (the row's
+ * start, for the tail) and token a + t * a_stride. */
 typedef struct {
-    int64_t n, np;
+    int64_t n;
     const char *w[3];
     const char *a;
     size_t a_stride, out_stride;
@@ -137,162 +203,77 @@ static inline void fl_prefetch_lines(const char *p, size_t stride, size_t nlines
     for (size_t l = l0; l < l1; l++) _mm_prefetch(p + (l / nlines) * stride + 64 * (l % nlines), _MM_HINT_T0);
 }
 
-/* R widened weight rows (wp[r]) by T widened tokens (ap[t]), both laid out by fl_widen over q / 8
- * steps a pass: in pass k the R x T accumulators acc_k start at zero (first) or from st[4r + t][k]
- * and end there. The weight vectors stay in registers while each activation vector is loaded once
- * for its R fmas (12 accumulators + 3 + 1 registers). On the row's last slice (fo) the outputs are
- * finished at the end of pass 3, acc_3 still in registers and acc_0..2 just stored, in L1. */
-static inline __attribute__((always_inline)) void fl_block(int kind, const int R, const int T, int64_t q,
-                                                           const float *const *wp, const float *const *ap,
+/* R weight rows (wk[r]: the slice's first value, in the format) by T widened tokens (ap[t]), len
+ * values of a slice: the R x T accumulators start at zero (first) or from st[4r + t] and end there,
+ * or on the row's last slice (fo) become the outputs. Each step converts the R weight vectors once
+ * for the T tokens, and each activation vector is loaded once for its R fmas (12 accumulators + 3
+ * + 1 registers). Converting the weights here rather than widening them into scratch first keeps the
+ * conversion off the critical path of a load from memory (Zen 5, f16 4864 x 896 x 64: 48 against
+ * 46 GMAC/s a thread). */
+static inline __attribute__((always_inline)) void fl_block(int kind, const int R, const int T, int64_t len,
+                                                           const char *const *wk, const float *const *ap,
                                                            __m256 *const *st, bool first, const fl_out *fo) {
-    for (int k = 0; k < 4; k++) {
-        __m256 acc[3][4];
+    const size_t es = fl_size(kind);
+    __m256 acc[3][4];
 #pragma GCC unroll 3
-        for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-            for (int t = 0; t < T; t++)
-                acc[r][t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st[r * 4 + t] + k));
-        const int64_t o = k * q;
-        for (int64_t j = 0; j < q; j += 8) {
-            __m256 wv[3];
+        for (int t = 0; t < T; t++)
+            acc[r][t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)st[r * 4 + t]);
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256 wv[3];
 #pragma GCC unroll 3
-            for (int r = 0; r < R; r++) wv[r] = _mm256_load_ps(wp[r] + o + j);
+        for (int r = 0; r < R; r++) wv[r] = fl_load8(kind, wk[r] + (size_t)j * es);
 #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                const __m256 av = _mm256_load_ps(ap[t] + o + j);
+        for (int t = 0; t < T; t++) {
+            const __m256 av = _mm256_load_ps(ap[t] + j);
 #pragma GCC unroll 3
-                for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
-            }
+            for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
         }
-        if (fo && k == 3) { /* the last slice: every output of the block finished from acc_3 in registers */
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    const float *sv = (const float *)st[r * 4 + t];
-                    fo->out[(size_t)t * fo->out_stride + (size_t)r] =
-                        fl_finish(kind, fo->n, fo->np, _mm256_load_ps(sv), _mm256_load_ps(sv + 8),
-                                  _mm256_load_ps(sv + 16), acc[r][t], fo->w[r], fo->a + (size_t)t * fo->a_stride);
-                }
-            break;
-        }
-#pragma GCC unroll 3
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-            for (int t = 0; t < T; t++) _mm256_store_ps((float *)(st[r * 4 + t] + k), acc[r][t]);
     }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            if (fo)
+                fo->out[(size_t)t * fo->out_stride + (size_t)r] =
+                    fl_finish(kind, acc[r][t], fo->n, fo->w[r], fo->a + (size_t)t * fo->a_stride);
+            else
+                _mm256_store_ps((float *)st[r * 4 + t], acc[r][t]);
 }
 
 #define FS_BLOCK_CASES(R)                                                                                      \
     switch (T) {                                                                                               \
-    case 1: fl_block(kind, R, 1, q, wp, ap, st, first, fo); break;                                             \
-    case 2: fl_block(kind, R, 2, q, wp, ap, st, first, fo); break;                                             \
-    case 3: fl_block(kind, R, 3, q, wp, ap, st, first, fo); break;                                             \
-    default: fl_block(kind, R, 4, q, wp, ap, st, first, fo); break;                                            \
+    case 1: fl_block(kind, R, 1, k1 - k0, wk, ap, st, first, fo); break;                                       \
+    case 2: fl_block(kind, R, 2, k1 - k0, wk, ap, st, first, fo); break;                                       \
+    case 3: fl_block(kind, R, 3, k1 - k0, wk, ap, st, first, fo); break;                                       \
+    default: fl_block(kind, R, 4, k1 - k0, wk, ap, st, first, fo); break;                                      \
     }
 
-/* A few tokens (nc <= 4: a server's decode step of a few sequences, a speculative draft verified):
- * the tile's packing and passes cost more than they save, and its 16-row blocks read the weights as
- * 16 interleaved runs the hardware prefetchers do not follow. Here each slice of FS_FEW_SLICE values goes
- * over every weight row in turn, its 32-value steps read once for up to two tokens at a time (four
- * accumulators each, as the dot; the second pair reads the row's slice again from L1), the
- * accumulators parked in state between slices, the slice of the row FS_AHEAD rows on prefetched
- * meanwhile. The steps of 8 and the tail follow per output as in fl_gemm. */
-enum { FS_AHEAD = 8 };
-
-static inline __attribute__((always_inline)) void fl_pair(int kind, const int T, int64_t k0, int64_t k1, const char *wr,
-                                                          const float *ap, __m256 *st, bool first, const char *pf) {
-    const size_t es = fl_size(kind);
-    __m256 acc[2][4];
-#pragma GCC unroll 2
-    for (int t = 0; t < T; t++)
-        for (int k = 0; k < 4; k++) acc[t][k] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + 4 * t + k));
-    for (int64_t i = k0; i < k1; i += 32) {
-        if (pf)
-            for (size_t l = 0; l < es / 2; l++) _mm_prefetch(pf + (size_t)i * es + 64 * l, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m256 wv = fl_load8(kind, wr + (size_t)(i + 8 * k) * es);
-#pragma GCC unroll 2
-            for (int t = 0; t < T; t++)
-                acc[t][k] =
-                    _mm256_fmadd_ps(wv, _mm256_load_ps(ap + (size_t)t * FS_FEW_SLICE + (i - k0) + 8 * k), acc[t][k]);
-        }
-    }
-#pragma GCC unroll 2
-    for (int t = 0; t < T; t++)
-        for (int k = 0; k < 4; k++) _mm256_store_ps((float *)(st + 4 * t + k), acc[t][k]);
-}
-
-/* The 32-value steps of every (row, token) into state[(r * 4 + c) * 4 + k]. */
-static inline __attribute__((always_inline)) void fl_few(int kind, int64_t np, int nr, int nc, const char *w,
-                                                         size_t w_stride, const char *a, size_t a_stride, float *apb,
-                                                         __m256 *state) {
-    const size_t es = fl_size(kind);
-    for (int64_t k0 = 0; k0 < np; k0 += FS_FEW_SLICE) {
-        const int64_t k1 = MF_MIN(k0 + FS_FEW_SLICE, np);
-        for (int c = 0; c < nc; c++) {
-            const char *ac = a + (size_t)c * a_stride;
-            float *d = apb + (size_t)c * FS_FEW_SLICE;
-            for (int64_t i = k0; i < k1; i += 8) _mm256_store_ps(d + (i - k0), fl_load8(kind, ac + (size_t)i * es));
-        }
-        for (int r = 0; r < nr; r++) {
-            const char *wr = w + (size_t)r * w_stride;
-            const char *pf = np > FS_FEW_SLICE && r + FS_AHEAD < nr ? wr + FS_AHEAD * w_stride : NULL;
-            __m256 *st = state + (size_t)r * 16;
-            if (nc == 1) fl_pair(kind, 1, k0, k1, wr, apb, st, k0 == 0, pf);
-            else fl_pair(kind, 2, k0, k1, wr, apb, st, k0 == 0, pf);
-            if (nc == 3) fl_pair(kind, 1, k0, k1, wr, apb + 2 * FS_FEW_SLICE, st + 8, k0 == 0, NULL);
-            if (nc == 4) fl_pair(kind, 2, k0, k1, wr, apb + 2 * FS_FEW_SLICE, st + 8, k0 == 0, NULL);
-        }
-    }
-}
-
-static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w,
+/* Rows [0, nr) by up to FS_NC tokens, in slices of the rows with the tokens' slice widened. */
+static inline __attribute__((always_inline)) void fl_tile(int kind, int64_t n, int nr, int nc, const char *w,
                                                           size_t w_stride, const char *a, size_t a_stride, float *out,
-                                                          size_t out_stride) {
-    float *const scratch = n > 0 && nc <= FS_NC ? thread_scratch() : NULL;
+                                                          size_t out_stride, float *scratch) {
     const size_t es = fl_size(kind);
-    if (!scratch) {
-        for (int c = 0; c < nc; c++)
-            for (int r = 0; r < nr; r++)
-                out[(size_t)c * out_stride + (size_t)r] = fl_dot(kind, n, w + (size_t)r * w_stride, a + (size_t)c * a_stride);
-        return;
-    }
+    const int64_t np = n & ~(int64_t)7;
     float *const apb = scratch;
-    __m256 *const state = (__m256 *)(scratch + FS_STATE_OFF); /* [row][token][k] */
-    const int64_t np = n & ~(int64_t)31;
-    if (nc <= 4 && (size_t)nr * 16 <= (size_t)FS_RB * FS_NC * 4) {
-        fl_few(kind, np, nr, nc, w, w_stride, a, a_stride, apb, state);
-        for (int r = 0; r < nr; r++) {
-            const char *wr = w + (size_t)r * w_stride;
-            for (int c = 0; c < nc; c++) {
-                const char *ac = a + (size_t)c * a_stride;
-                const __m256 *sv = state + (size_t)r * 16 + 4 * c;
-                __m256 acc[4];
-                for (int k = 0; k < 4; k++) acc[k] = np ? _mm256_load_ps((const float *)(sv + k)) : _mm256_setzero_ps();
-                out[(size_t)c * out_stride + (size_t)r] =
-                    fl_finish(kind, n, np, acc[0], acc[1], acc[2], acc[3], wr, ac);
-            }
-        }
-        return;
-    }
-    float *const wpb = scratch + (size_t)FS_NC * FS_PSTRIDE; /* three widened weight rows */
+    __m256 *const state = (__m256 *)(scratch + FS_STATE_OFF); /* [row][token] */
     for (int rb = 0; rb < nr; rb += FS_RB) {
         const int rn = MF_MIN(FS_RB, nr - rb);
         for (int64_t k0 = 0; k0 < np; k0 += FS_SLICE) {
-            const int64_t k1 = MF_MIN(k0 + FS_SLICE, np), q = (k1 - k0) / 4;
+            const int64_t k1 = MF_MIN(k0 + FS_SLICE, np);
             const bool first = k0 == 0;
             for (int c = 0; c < nc; c++) fl_widen(kind, a + (size_t)c * a_stride, k0, k1, apb + (size_t)c * FS_PSTRIDE);
             for (int r0 = 0; r0 < rn; r0 += 3) {
                 const int R = MF_MIN(3, rn - r0);
-                const float *wp[3];
+                fl_out fob = {.n = n, .a_stride = a_stride, .out_stride = out_stride};
+                const char *wk[3];
                 for (int r = 0; r < R; r++) {
-                    fl_widen(kind, w + (size_t)(rb + r0 + r) * w_stride, k0, k1, wpb + (size_t)r * FS_PSTRIDE);
-                    wp[r] = wpb + (size_t)r * FS_PSTRIDE;
+                    fob.w[r] = w + (size_t)(rb + r0 + r) * w_stride;
+                    wk[r] = fob.w[r] + (size_t)k0 * es;
                 }
                 /* The next triple's slice (this block's next rows, else its first rows' next slice) is
-                 * fetched meanwhile, a share of its lines per token group: widened from memory on
+                 * fetched meanwhile, a share of its lines per token group: read from memory on
                  * demand, the weights would stall every triple. */
                 const char *nw = NULL;
                 size_t nlines = 0, nall = 0;
@@ -306,8 +287,6 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                     nall = (size_t)MF_MIN(3, rn) * nlines;
                 }
                 const size_t per = (nall + (size_t)(nc + 3) / 4 - 1) / ((size_t)(nc + 3) / 4);
-                fl_out fob = {.n = n, .np = np, .a_stride = a_stride, .out_stride = out_stride};
-                for (int r = 0; r < R; r++) fob.w[r] = w + (size_t)(rb + r0 + r) * w_stride;
                 for (int c0 = 0; c0 < nc; c0 += 4) {
                     const size_t pl = (size_t)(c0 / 4) * per;
                     if (pl < nall) fl_prefetch_lines(nw, w_stride, nlines, pl, MF_MIN(pl + per, nall));
@@ -316,8 +295,7 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
                     __m256 *st[12];
                     for (int t = 0; t < T; t++) ap[t] = apb + (size_t)(c0 + t) * FS_PSTRIDE;
                     for (int r = 0; r < R; r++)
-                        for (int t = 0; t < T; t++)
-                            st[r * 4 + t] = state + ((size_t)(r0 + r) * FS_NC + (size_t)(c0 + t)) * 4;
+                        for (int t = 0; t < T; t++) st[r * 4 + t] = state + (size_t)(r0 + r) * FS_NC + (size_t)(c0 + t);
                     const fl_out *fo = NULL; /* the row's last slice: the block finishes its outputs */
                     if (k1 == np) {
                         fob.a = a + (size_t)c0 * a_stride;
@@ -335,15 +313,26 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
             }
         }
     }
-    if (np == 0) /* rows shorter than one 32-value step: the steps of 8 and the tail alone */
+    if (np == 0) /* rows shorter than one step of 8: the tail alone */
         for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) {
-                const __m256 z = _mm256_setzero_ps();
+            for (int c = 0; c < nc; c++)
                 out[(size_t)c * out_stride + (size_t)r] =
-                    fl_finish(kind, n, 0, z, z, z, z, w + (size_t)r * w_stride, a + (size_t)c * a_stride);
-            }
+                    fl_finish(kind, _mm256_setzero_ps(), n, w + (size_t)r * w_stride, a + (size_t)c * a_stride);
 }
 #undef FS_BLOCK_CASES
+
+static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w,
+                                                          size_t w_stride, const char *a, size_t a_stride, float *out,
+                                                          size_t out_stride) {
+    float *const scratch = n > 0 && nc > FS_FEW ? thread_scratch() : NULL;
+    for (int c0 = 0; c0 < nc; c0 += scratch ? FS_NC : FS_FEW) {
+        const int cn = MF_MIN(scratch ? FS_NC : FS_FEW, nc - c0);
+        const char *ac = a + (size_t)c0 * a_stride;
+        float *oc = out + (size_t)c0 * out_stride;
+        if (cn <= FS_FEW) fl_few(kind, n, nr, cn, w, w_stride, ac, a_stride, oc, out_stride);
+        else fl_tile(kind, n, nr, cn, w, w_stride, ac, a_stride, oc, out_stride, scratch);
+    }
+}
 
 static void gemm_f32(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
     fl_gemm(FS_F32, n, nr, nc, w, ws, a, as, out, os);
