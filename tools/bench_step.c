@@ -58,6 +58,7 @@ static void on_node(const mf_node_event *ev, void *user) {
 
 typedef struct {
     int threads, S, C, D, prompt, reps;
+    mf_isa isa;
 } bench_args;
 
 static uint64_t rng = 88172645463325252ull;
@@ -80,6 +81,7 @@ static int decode(mf_context *c, const mf_batch *b) {
 static int run(const mf_model *m, const bench_args *a, op_log *log, double *times) {
     mf_context_params cp = mf_context_default_params();
     cp.n_threads = a->threads;
+    cp.isa = a->isa; /* MINFER_ISA, as the minfer commands read it */
     cp.n_ctx = a->S * (a->prompt + 1) + a->D + a->C + 16;
     if (log) cp.node_callback = on_node, cp.node_callback_user = log;
     mf_context *c;
@@ -167,8 +169,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     mf_model *m;
-    const char *repack = getenv("MINFER_REPACK"); /* 0: as minfer --no-repack */
-    const mf_model_load_params lp = {.no_repack = repack && !strcmp(repack, "0")};
+    /* MINFER_ISA picks the kernels' level as for the minfer commands; the load then keeps the
+     * file's layout (packed weights are the best level's). MINFER_REPACK=0: as --no-repack. */
+    const char *repack = getenv("MINFER_REPACK"), *isa = getenv("MINFER_ISA");
+    if (isa && *isa && mf_isa_from_name(isa, &a.isa) != MF_OK) {
+        fprintf(stderr, "bench_step: MINFER_ISA: %s\n", mf_last_error());
+        return 2;
+    }
+    const mf_model_load_params lp = {.no_repack = (repack && !strcmp(repack, "0")) ||
+                                                  mf_isa_resolve(a.isa) != mf_isa_resolve(MF_ISA_AUTO)};
     if (mf_model_load_ex(path, &lp, &m)) {
         fprintf(stderr, "bench_step: %s\n", mf_last_error());
         return 1;
