@@ -240,9 +240,9 @@ static float *thread_scratch(void) {
     return p;
 }
 
-/* A few activation rows (C <= 4: a server's decode step of a few sequences, a speculative draft
+/* A few activation rows (C <= FL_FEW: a server's decode step of a few sequences, a speculative draft
  * verified): each weight row is read once, in order, as the dot reads it, every chunk widened once for
- * the C rows, against activations widened once per call (zeros past n); per (weight row, activation
+ * up to four of the C rows, against activations widened once per call (zeros past n); per (weight row, activation
  * row) fl_dot's four accumulators, segments and tree, so each output is the dot's bit for bit. The
  * GEMM's packing and four passes cost more than they save here (F16, 1536 x 576, 2 threads, weights
  * from memory: 2 tokens 0.080 ms against 0.041 for one). */
@@ -287,7 +287,11 @@ static inline __attribute__((always_inline)) void fl_seg_few(int kind, const int
  * segment prefetched FL_AHEAD rows ahead (runs of 2 KB that the hardware prefetchers pick up late;
  * one row ahead is shorter than the memory's latency: 896 x 4864, 2 tokens, 1 thread, rows 1, 2, 4,
  * 8 ahead: 0.48, 0.40, 0.39, 0.36 ms). */
-enum { FL_AHEAD = 8 };
+/* FL_FEW: the most tokens that go this way, four at a time over each row (the later ones read it
+ * from L1); the GEMM is ahead from 8 on (bench_gemm --cold f16, 2 threads, 4864 x 896 / 896 x 4864:
+ * 5 tokens 0.37 / 0.54 against 0.67 / 0.72 ms, 7 tokens 0.78 against 0.94, 8 tokens 0.89 / 0.85
+ * against 0.82 / 0.84). */
+enum { FL_AHEAD = 8, FL_FEW = 7 };
 static inline __attribute__((always_inline)) void fl_rows_few(int kind, const int C, int64_t n, int nr, const char *w,
                                                               size_t w_stride, const char *a, size_t a_stride,
                                                               float *ap, float *st, float *out, size_t out_stride) {
@@ -299,15 +303,25 @@ static inline __attribute__((always_inline)) void fl_rows_few(int kind, const in
         for (int c = 0; c < C; c++) fl_widen(kind, a + (size_t)c * a_stride, n, i0, m, ap + (size_t)c * PSTRIDE);
         for (int r = 0; r < nr; r++) {
             const char *wr = w + (size_t)r * w_stride;
-            __m512 v[4];
             const char *pf = first && last ? NULL : r + FL_AHEAD < nr ? wr + FL_AHEAD * w_stride : NULL;
-            fl_seg_few(kind, C, n, wr, i0, m, mf, ap, PSTRIDE, pf, es, v);
+            for (int t0 = 0; t0 < C; t0 += 4) { /* four tokens at a time; the later ones read the row from L1 */
+                __m512 v[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+                const float *at = ap + (size_t)t0 * PSTRIDE;
+                const int ct = MF_MIN(4, C - t0);
+                switch (ct) {
+                case 1: fl_seg_few(kind, 1, n, wr, i0, m, mf, at, PSTRIDE, pf, es, v); break;
+                case 2: fl_seg_few(kind, 2, n, wr, i0, m, mf, at, PSTRIDE, pf, es, v); break;
+                case 3: fl_seg_few(kind, 3, n, wr, i0, m, mf, at, PSTRIDE, pf, es, v); break;
+                default: fl_seg_few(kind, 4, n, wr, i0, m, mf, at, PSTRIDE, pf, es, v); break;
+                }
+                pf = NULL;
 #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                float *o = st + ((size_t)c * RB + (size_t)r) * 16;
-                const __m512 sv = first ? v[c] : _mm512_add_ps(_mm512_load_ps(o), v[c]);
-                if (last) out[(size_t)c * out_stride + (size_t)r] = tree16(sv);
-                else _mm512_store_ps(o, sv);
+                for (int c = 0; c < ct; c++) {
+                    float *o = st + ((size_t)(t0 + c) * RB + (size_t)r) * 16;
+                    const __m512 sv = first ? v[c] : _mm512_add_ps(_mm512_load_ps(o), v[c]);
+                    if (last) out[(size_t)(t0 + c) * out_stride + (size_t)r] = tree16(sv);
+                    else _mm512_store_ps(o, sv);
+                }
             }
         }
     }
@@ -324,12 +338,13 @@ static void fl_gemm(int kind, int64_t n, int nr, int nc, const char *w, size_t w
     }
     float *const ap = scratch, *const st = scratch + (size_t)CN * PSTRIDE;
     const int64_t nch = (n + 15) / 16;
-    if (nc <= 4 && nr <= RB) {
+    if (nc <= FL_FEW && nr <= RB) {
         switch (nc) {
         case 1: fl_rows_few(kind, 1, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
         case 2: fl_rows_few(kind, 2, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
         case 3: fl_rows_few(kind, 3, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
-        default: fl_rows_few(kind, 4, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
+        case 4: fl_rows_few(kind, 4, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
+        default: fl_rows_few(kind, nc, n, nr, w, w_stride, a, a_stride, ap, st, out, out_stride); break;
         }
         return;
     }
