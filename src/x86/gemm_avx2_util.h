@@ -17,6 +17,13 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* Tokens per chunk of the K-quant GEMMs, for activation rows of row_bytes: as many as 512 KB of them
+ * and at least 32, because each chunk packs every panel again (with 192 KB
+ * a 18944-wide row gave chunks of 9 tokens, and packing took a third of the time: Zen 5, AVX2 level,
+ * bench_gemm --threads 1 3584 18944 128, Q4_K 57 -> 71 GMAC/s, Q6_K 41 -> 51). Past L2, the chunk's
+ * activations come from L3, a slice (2 KB a token) at a time. */
+static inline int64_t mf_avx2_k_chunk(size_t row_bytes) { return MF_MAX(32, (int64_t)((512 << 10) / row_bytes)); }
+
 #if defined(__AVXVNNI__)
 #define MF_AVX2_GEMM(name) name##_avxvnni
 #else

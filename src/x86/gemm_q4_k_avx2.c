@@ -26,14 +26,10 @@
 enum {
     KA_BLOCK_BYTES = 64 * 32 + 8 * 32 + 4 * 32 + 2 * 32,
     KA_SLICE = 8,
-    KA_CHUNK_BYTES = 192 << 10,
     KA_TILE = 3,
 };
 
-static int64_t max_chunk(int64_t nb) {
-    const int64_t c = MF_MAX(8, KA_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_K)));
-    return c;
-}
+static int64_t max_chunk(int64_t nb) { return mf_avx2_k_chunk((size_t)nb * sizeof(mf_block_q8_K)); }
 
 static size_t scratch_size(int64_t K) {
     const int64_t nb = K / 256;

@@ -25,10 +25,9 @@
 enum {
     K5_BLOCK_BYTES = (64 + 8 + 4 + 2) * 32,
     K5_SLICE = 8,
-    K5_CHUNK_BYTES = 192 << 10,
 };
 
-static int64_t max_chunk(int64_t nb) { return MF_MAX(8, K5_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_K))); }
+static int64_t max_chunk(int64_t nb) { return mf_avx2_k_chunk((size_t)nb * sizeof(mf_block_q8_K)); }
 
 static size_t scratch_size(int64_t K) {
     return (size_t)K5_SLICE * K5_BLOCK_BYTES + (size_t)max_chunk(K / 256) * 9 * 32;

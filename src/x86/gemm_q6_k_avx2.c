@@ -22,10 +22,9 @@
 enum {
     K6_BLOCK_BYTES = (64 + 16 + 8 + 1) * 32,
     K6_SLICE = 7,
-    K6_CHUNK_BYTES = 192 << 10,
 };
 
-static int64_t max_chunk(int64_t nb) { return MF_MAX(8, K6_CHUNK_BYTES / (nb * (int64_t)sizeof(mf_block_q8_K))); }
+static int64_t max_chunk(int64_t nb) { return mf_avx2_k_chunk((size_t)nb * sizeof(mf_block_q8_K)); }
 
 static size_t scratch_size(int64_t K) {
     return (size_t)K6_SLICE * K6_BLOCK_BYTES + (size_t)max_chunk(K / 256) * 8 * 32;
