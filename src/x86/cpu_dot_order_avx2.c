@@ -39,6 +39,11 @@ typedef struct {
     float s, sm; /* scalar chains: minimums, or the repacked kernels' accumulators */
 } ord_state;
 
+/* K-quant rows (144-210 bytes a super-block) are read ORD_PFD bytes ahead: one row's stream alone
+ * leaves the memory idle between the hardware prefetcher's requests (Zen 5, AVX2 level, bench_gemm
+ * --cold --threads 2 q6_k 3584 18944 1: 2.68 -> 2.06 ms; shorter rows and Q4_K level). A prefetch
+ * past the weights never faults. */
+enum { ORD_PFD = 4096 };
 #define ORDERED_DOT(name, WT, AT, BV, STEP, FINISH)                                                                    \
     static inline __attribute__((always_inline)) void name##_n(const int nr, int64_t n, const uint8_t *w, size_t ws,   \
                                                                const uint8_t *a, float *out) {                         \
@@ -46,6 +51,10 @@ typedef struct {
         for (int r = 0; r < nr; r++) st[r] = (ord_state){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f, 0.0f};           \
         for (int64_t i = 0; i < n / (BV); i++) {                                                                       \
             const AT *ab = (const AT *)a + i;                                                                          \
+            if ((BV) == 256)                                                                                           \
+                for (int r = 0; r < nr; r++)                                                                           \
+                    for (size_t l = 0; l < sizeof(WT); l += 64)                                                        \
+                        _mm_prefetch((const char *)((const WT *)(w + (size_t)r * ws) + i) + ORD_PFD + l, _MM_HINT_T0); \
             for (int r = 0; r < nr; r++) STEP((const WT *)(w + (size_t)r * ws) + i, ab, &st[r]);                       \
         }                                                                                                              \
         for (int r = 0; r < nr; r++) out[r] = FINISH(&st[r]);                                                          \
