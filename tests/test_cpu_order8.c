@@ -1,11 +1,11 @@
-/* test_cpu_order8.c: the eight-row ordered dots (mf_cpu_ordered_dots.dot8: the AVX2 one of the
- * repacked Q4_0 order, the AVX-512 ones of the other types) give bit for bit the one-row ordered
- * dot's result for every row: quantized random data, raw random bytes (any code, -128 included where
- * the format allows it), extremes (every code at its ends, large and tiny scales), many block counts,
- * rows further apart than their length; the repacked Q4_K one also its plain scalar twin's; the
- * several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0, Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen
- * rows) for 1..4 activation rows likewise; and the matmul that uses them (one token, a few, and
- * several) equals one ordered dot per output. */
+/* test_cpu_order8.c: the eight-row ordered dots (mf_cpu_ordered_dots.dot8: the AVX2 ones of the
+ * repacked Q4_0 and Q4_K orders and of Q8_0, Q5_0, Q4_1, Q5_1, the AVX-512 ones of every type) give
+ * bit for bit the one-row ordered dot's result for every row: quantized random data, raw random
+ * bytes (any code, -128 included where the format allows it), extremes (every code at its ends,
+ * large and tiny scales), many block counts, rows further apart than their length; the repacked
+ * Q4_K one also its plain scalar twin's; the several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0,
+ * Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen rows) for 1..4 activation rows likewise; and the
+ * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
 
 #include "cpu/cpu.h"
@@ -235,6 +235,7 @@ int main(void) {
     }
     const bool avx512 = cfg.level == MF_SIMD_AVX512;
     CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_0, MF_ORDER_REPACKED).dot8);
+    CHECK(mf_cpu_ordered_dots_avx2(MF_TYPE_Q4_K, MF_ORDER_REPACKED).dot8);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const mf_type t = cases[c].t;
         const int v = cases[c].variant;
