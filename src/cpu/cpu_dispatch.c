@@ -101,7 +101,7 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
         }
         m.tile = mf_simd_gemm_at(level, (mf_type)t);
         /* the AVX2 float dot is one fma chain per row (dot_float_avx2.c): a one-token matmul runs
-         * eight rows side by side on the tile */
+         * on the tile, which takes rows from four strands of the matrix side by side */
         m.tile_one = level == MF_SIMD_AVX2 && (t == MF_TYPE_F32 || t == MF_TYPE_F16 || t == MF_TYPE_BF16);
         for (int rows8 = 0; rows8 < 2; rows8++) {
             mf_cpu_mm_kernels e = m;

@@ -242,10 +242,10 @@ static float *thread_scratch(void) {
 
 /* A few activation rows (C <= FL_FEW: a server's decode step of a few sequences, a speculative draft
  * verified): each weight row is read once, in order, as the dot reads it, every chunk widened once for
- * up to four of the C rows, against activations widened once per call (zeros past n); per (weight row, activation
- * row) fl_dot's four accumulators, segments and tree, so each output is the dot's bit for bit. The
- * GEMM's packing and four passes cost more than they save here (F16, 1536 x 576, 2 threads, weights
- * from memory: 2 tokens 0.080 ms against 0.041 for one). */
+ * up to four of the C rows, against activations widened once per call (zeros past n); per (weight
+ * row, activation row) fl_dot's four accumulators, segments and tree, so each output is the dot's bit
+ * for bit. The GEMM's packing and four passes cost more than they save here (F16, 1536 x 576, 2
+ * threads, weights from memory: 2 tokens 0.080 ms against 0.041 for one). */
 
 /* One segment of weight row wr (chunks from value i0: m of them, mf full) against C activation rows
  * (row c at ap + c * stride, indexed like the weights from i0 on): V of each in v[c]. pf: the same
