@@ -40,10 +40,11 @@ typedef struct {
     float s, sm; /* scalar chains: minimums, or the repacked kernels' accumulators */
 } ord_state;
 
-/* K-quant rows (144-210 bytes a super-block) are read ORD_PFD bytes ahead: one row's stream alone
- * leaves the memory idle between the hardware prefetcher's requests (Zen 5, AVX2 level, bench_gemm
- * --cold --threads 2 q6_k 3584 18944 1: 2.68 -> 2.06 ms; shorter rows and Q4_K level). A prefetch
- * past the weights never faults. */
+/* A K-quant row (144-210 bytes a super-block) is read ORD_PFD bytes ahead by the one-row dot (the
+ * four-row variant serves several tokens, its rows in cache): one row's stream alone leaves the
+ * memory idle between the hardware prefetcher's requests (Zen 5, AVX2 level, bench_gemm --cold
+ * --threads 2 q6_k 3584 18944 1: 2.68 -> 2.06 ms; shorter rows and Q4_K level). A prefetch past the
+ * weights never faults. */
 enum { ORD_PFD = 4096 };
 #define ORDERED_DOT(name, WT, AT, BV, STEP, FINISH)                                                                    \
     static inline __attribute__((always_inline)) void name##_n(const int nr, int64_t n, const uint8_t *w, size_t ws,   \
@@ -52,7 +53,7 @@ enum { ORD_PFD = 4096 };
         for (int r = 0; r < nr; r++) st[r] = (ord_state){_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f, 0.0f};           \
         for (int64_t i = 0; i < n / (BV); i++) {                                                                       \
             const AT *ab = (const AT *)a + i;                                                                          \
-            if ((BV) == 256)                                                                                           \
+            if ((BV) == 256 && nr == 1)                                                                                \
                 for (int r = 0; r < nr; r++)                                                                           \
                     for (size_t l = 0; l < sizeof(WT); l += 64)                                                        \
                         _mm_prefetch((const char *)((const WT *)(w + (size_t)r * ws) + i) + ORD_PFD + l, _MM_HINT_T0); \
@@ -359,18 +360,14 @@ static void dot_q4_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
 MF_CPU_DOT8N_BODIES(dot_q4_0_rp_x8n, CALL_Q4_0_RP)
 #undef CALL_Q4_0_RP
 
-/* Per pair c of sub-blocks: isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: sub-block j's
- * nibbles times its activations) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its
- * activation sum), exact, then s = fma(isum_c, d, s), sm = fma(msum_c, dm, sm) for c = 0..3 (the
- * twin: mf_cpu_dot_q4_K_rp_ref). The four pairs' lane vectors are reduced together (sum4_rows). */
-
 /* The sub-block sums S[j] = bsums[2j] + bsums[2j+1] of a Q8_K block, as int16 lanes 0..7. */
 static inline __m128i q8_K_sub_sums(const mf_block_q8_K *a) {
     const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
 }
 
-/* isum_c in lane c (the return) and msum_c in lane c of *msum, for c = 0..3; s8: q8_K_sub_sums(a). */
+/* isum_c (below) in lane c of the return and msum_c in lane c of *msum, for c = 0..3, exact; s8:
+ * q8_K_sub_sums(a). The four pairs' lane vectors are reduced together (sum4_rows). */
 static inline __m128i q4_K_rp_sums(const mf_block_q4_K *w, const mf_block_q8_K *a, __m128i s8, __m128i *msum) {
     uint8_t sc[8], mn[8];
     k4_scales(w->scales, sc, mn);
@@ -387,6 +384,10 @@ static inline __m128i q4_K_rp_sums(const mf_block_q4_K *w, const mf_block_q8_K *
     return _mm_add_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* Per pair c of sub-blocks: isum_c = sc[2c] * D[2c] + sc[2c+1] * D[2c+1] (D[j]: sub-block j's
+ * nibbles times its activations) and msum_c = mn[2c] * S[2c] + mn[2c+1] * S[2c+1] (S[j]: its
+ * activation sum), exact, then s = fma(isum_c, d, s), sm = fma(msum_c, dm, sm) for c = 0..3 (the
+ * twin: mf_cpu_dot_q4_K_rp_ref). */
 static inline void st_q4_K_rp(const mf_block_q4_K *w, const mf_block_q8_K *a, ord_state *st) {
     __m128i mi;
     const __m128 isum = _mm_cvtepi32_ps(q4_K_rp_sums(w, a, q8_K_sub_sums(a), &mi));
@@ -409,6 +410,8 @@ ORDERED_DOT(dot_q4_K_rp, mf_block_q4_K, mf_block_q8_K, 256, st_q4_K_rp, fin_s_sm
  * prefetchers, so a later group of eight rows is prefetched linearly (rows contiguous: ws = row
  * bytes), 8 * block bytes per block: the group after next where a group is under 8 KB (a 896-wide
  * model), else the next. A prefetch past the weights never faults. */
+static inline size_t dot8_ahead(size_t ws) { return 8 * ws < 8192 ? 16 * ws : 8 * ws; }
+
 static inline __m256 scales8_avx2(const uint8_t *w, size_t ws, size_t bi) {
     uint64_t lo = 0, hi = 0;
     for (int r = 0; r < 4; r++) {
@@ -431,7 +434,7 @@ static void dot_q4_K_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     const uint8_t *wb = w;
     const mf_block_q8_K *ab = a;
     const size_t bs = sizeof(mf_block_q4_K);
-    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const size_t ahead = dot8_ahead(ws);
     const int lines = (int)((8 * bs + 63) / 64);
     __m256 s = _mm256_setzero_ps(), sm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
@@ -485,7 +488,7 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
                                                                   size_t ws, const uint8_t *a, size_t as, float *out,
                                                                   size_t os) {
     const size_t bs = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
-    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const size_t ahead = dot8_ahead(ws);
     const int lines = (int)((8 * bs + 63) / 64);
     __m256 acc[4][8];
     for (int t = 0; t < nt; t++)
@@ -521,7 +524,7 @@ static inline __attribute__((always_inline)) void dot8n_min32_avx2(bool q5, cons
                                                                     const uint8_t *w, size_t ws, const uint8_t *a,
                                                                     size_t as, float *out, size_t os) {
     const size_t bs = q5 ? sizeof(mf_block_q5_1) : sizeof(mf_block_q4_1);
-    const size_t ahead = 8 * ws < 8192 ? 16 * ws : 8 * ws;
+    const size_t ahead = dot8_ahead(ws);
     const int lines = (int)((8 * bs + 63) / 64);
     __m256 acc[4][8], sm[4];
     for (int t = 0; t < nt; t++) {
@@ -594,7 +597,8 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     if (variant == MF_ORDER_REPACKED) {
         if (t == MF_TYPE_Q4_0)
             return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL};
-        if (t == MF_TYPE_Q4_K) return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL};
+        if (t == MF_TYPE_Q4_K)
+            return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL};
         return none;
     }
     switch (t) {
