@@ -2,7 +2,7 @@
  * false, the default) gives bit for bit the logits of the same model loaded without them, for a
  * prompt, one-token decode steps and a batch of several sequences (the packed GEMM's few-token path
  * and its prefill path), on the fixtures of every architecture; packed_bytes says what was copied:
- * something for Q4_0 and Q4_K matrices where the best kernels are AVX-512, nothing with no_repack
+ * something for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K matrices where the best kernels are AVX-512, nothing with no_repack
  * or for a type without a packed layout. Contexts of another level (MINFER_ISA=avx2 on an AVX-512 machine)
  * ignore the copies and must agree too. */
 #include "test.h"
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define N_PROMPT 9
+#define N_PROMPT 20 /* past the 16 tokens of the Q8_0 / Q4_1 few-token paths: their GEMM's packed panels too */
 
 /* Logits of: a prompt of N_PROMPT tokens (all positions), then three one-token steps, then one
  * batch of one token for each of three more sequences (each with the prompt's first tokens),
@@ -49,7 +49,8 @@ static int run(const mf_model *m, float *out) {
 
 int main(void) {
     const char *models[] = {"mini-qwen2.Q4_0", "mini-qwen3.Q4_0", "mini-llama.Q4_0", "mini-qwen2.Q4_K",
-                            "mini-llama.Q4_K_M", "mini-qwen3.Q4_K", "mini-qwen2.Q8_0"};
+                            "mini-llama.Q4_K_M", "mini-qwen3.Q4_K", "mini-qwen2.Q8_0", "mini-llama.Q8_0",
+                            "mini-qwen2.Q4_1", "mini-qwen3.Q5_0", "mini-llama.Q5_1", "mini-qwen2.Q6_K"};
     const bool avx512 = mf_simd_best_level() == MF_SIMD_AVX512;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char rel[128];
@@ -67,19 +68,20 @@ int main(void) {
         mf_model_get_info(plain, &b);
         CHECKF(b.packed_bytes == 0 && b.n_packed == 0, "%s: no_repack packed %llu bytes", models[i],
                (unsigned long long)b.packed_bytes);
-        /* where something is packed, it is Q4_0 and Q4_K matrices, at their size in the file (rows
-         * rounded up to whole panels of 16) */
-        const uint64_t packable = a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_K];
+        /* where something is packed, it is matrices of the types with a packed layout, at their size
+         * in the file (rows rounded up to whole panels of 16) */
+        const uint64_t packable = a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_K] + a.type_bytes[MF_TYPE_Q4_1] +
+                                  a.type_bytes[MF_TYPE_Q5_0] + a.type_bytes[MF_TYPE_Q5_1] + a.type_bytes[MF_TYPE_Q8_0];
         if (avx512 && packable)
             CHECKF(a.n_packed > 0 && a.packed_bytes > 0 && a.packed_bytes <= 2 * packable,
-                   "%s: packed %u matrices, %llu bytes (Q4_0 and Q4_K: %llu)", models[i], a.n_packed,
+                   "%s: packed %u matrices, %llu bytes (of types with a packed layout: %llu)", models[i], a.n_packed,
                    (unsigned long long)a.packed_bytes, (unsigned long long)packable);
         else
             CHECKF(a.packed_bytes == 0, "%s: packed %llu bytes without a packed layout here", models[i],
                    (unsigned long long)a.packed_bytes);
         printf("%s: %u matrices packed (%llu bytes)\n", models[i], a.n_packed, (unsigned long long)a.packed_bytes);
         const size_t nv = (size_t)mf_model_n_vocab(packed);
-        float *x = malloc(16 * nv * sizeof(float)), *y = malloc(16 * nv * sizeof(float));
+        float *x = malloc((N_PROMPT + 6) * nv * sizeof(float)), *y = malloc((N_PROMPT + 6) * nv * sizeof(float));
         const int rx = run(packed, x), ry = run(plain, y);
         CHECK(rx == ry && rx == N_PROMPT + 6);
         int bad = 0;

@@ -52,6 +52,17 @@ static inline void mf_transpose16_i32(__m512i x[16]) {
     default: __asm__(ins " (%2,%3,1)%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "r"(p4), "r"(rs3)); break;               \
     }
 
+/* The bytes of lane vector p (byte b = value 4p + b of the row in that lane) whose fifth bit is set in
+ * qh (each row's qh dword in its lane: bit j for value j), for Q5_0 / Q5_1 panels: bit 4p + b of qh
+ * is bit 4 (p % 2) + b of qh byte p / 2, spread to the dword's four bytes by a byte shuffle. */
+static inline __mmask64 mf_qh_mask(__m512i qh, int p) {
+    const int8_t h = (int8_t)(p / 2);
+    const __m512i pick = _mm512_add_epi8(_mm512_set1_epi32(h * 0x01010101),
+                                         _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0));
+    const __m512i bits = _mm512_set1_epi32(p % 2 ? (int)0x80402010 : 0x08040201);
+    return _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, pick), bits);
+}
+
 /* The ordered dots' horizontal sum of eight float lanes, ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)), for
  * sixteen outputs at once (vector lane r: output r). */
 static inline __m512 mf_hsum8_lanes(const __m512 v[8]) {

@@ -14,11 +14,27 @@ static __attribute__((noinline)) void repack(const mf_weight *w, int64_t ob, int
     q8g_repack_rows(w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q8_0), load_q8_0);
 }
 
-static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                float *y, size_t ldy, void *scratch) {
-    q8g_run(repack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+static __attribute__((noinline)) void unpack(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel,
+                                             const uint8_t *ahead) {
+    q8g_unpack(p, i0, i1, panel, ahead, false);
 }
 
-static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = q8g_scratch_size, .run = run};
+static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
+
+static void pack(const mf_weight *w, void *dst) { q8g_pack(w, dst, false); }
+
+static const mf_cpu_gemm gemm;
+
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                float *y, size_t ldy, void *scratch) {
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
+    if (packed && nt <= Q8G_FEW)
+        q8g_few(w, o0, o1, act, act_row, nt, y, ldy, scratch, false);
+    else
+        q8g_run(repack, unpack, packed, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
+static const mf_cpu_gemm gemm = {
+    .min_tokens = 2, .scratch_size = q8g_scratch_size, .run = run, .packed_size = packed_size, .pack = pack};
 
 const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx512(void) { return &gemm; }

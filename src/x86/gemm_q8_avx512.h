@@ -12,6 +12,7 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 /* The ordered dot (plain 8-lane order) of one weight row w and one activation row a, blocks i:
@@ -77,6 +78,21 @@ static size_t q8g_scratch_size(int64_t K) {
            (size_t)(max_chunk * nb) * (32 + sizeof(float));
 }
 
+/* -128 * Sw of one lane vector = (-1) * (128 * Sw): 128 as the unsigned operand against the weights. */
+static inline __m512i q8g_start(__m512i w) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), w));
+}
+
+/* One block of the panel layout from its eight lane vectors of signed weights and the rows' scales. */
+static inline __attribute__((always_inline)) void q8g_store_vecs(const __m512i v[8], __m512 d, uint8_t *block) {
+    __m512i *out = (__m512i *)block;
+    for (int p = 0; p < 8; p++) {
+        _mm512_store_si512(out + p, v[p]);
+        _mm512_store_si512(out + 8 + p, q8g_start(v[p]));
+    }
+    _mm512_store_ps(out + 16, d);
+}
+
 /* Sixteen rows' 32 signed weight bytes of one block (rows past the matrix zero) -> the block's
  * eight weight vectors and their start values, and their scales dh -> its 16 floats. A 16 x 8
  * transpose of i32: rows j, j + 4 (and j + 8, j + 12) share a zmm, two unpack stages gather four
@@ -102,17 +118,12 @@ static inline __attribute__((always_inline)) void q8g_store_block(const __m256i 
         uu[2] = _mm512_unpacklo_epi64(tt[1], tt[3]);
         uu[3] = _mm512_unpackhi_epi64(tt[1], tt[3]);
     }
-    __m512i *out = (__m512i *)block;
-    /* -128 * Sw = (-1) * (128 * Sw): 128 as the unsigned operand against the weights. */
-    const __m512i u128 = _mm512_set1_epi8((char)0x80);
+    __m512i v[8];
     for (int q = 0; q < 4; q++) {
-        const __m512i w0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), w1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD);
-        _mm512_store_si512(out + q, w0);
-        _mm512_store_si512(out + 4 + q, w1);
-        _mm512_store_si512(out + 8 + q, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), u128, w0)));
-        _mm512_store_si512(out + 12 + q, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), u128, w1)));
+        v[q] = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88);
+        v[4 + q] = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xDD);
     }
-    _mm512_store_ps(out + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+    q8g_store_vecs(v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)), block);
 }
 
 /* A type's signed weight bytes of one block (the block's half scale is its first field). */
@@ -142,6 +153,69 @@ static inline __attribute__((always_inline)) void q8g_repack_rows(const mf_weigh
     }
 }
 
+/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
+ * The file's bytes regrouped per panel of 16 rows and block: Q8_0 eight 64-byte vectors, vector p
+ * lane r = row r's qs dword p (its signed weights 4p..4p+3); Q5_0 four, vector k lane r = row r's qs
+ * dword k (the low nibbles values 4k.., the high ones 16 + 4k..), then one with row r's qh in lane r;
+ * then the 16 rows' half-float scales. Q8G_PBLK = 16 blocks of the file (544 bytes for Q8_0, 352 for
+ * Q5_0). Panel k starts at k * 16 * row_bytes, where its rows start in the file, its blocks one after
+ * another, rows past the matrix zero: a decode streams each matrix front to back, and a panel slice
+ * costs the start values (and Q5_0's unpacking), not a transpose. */
+#define Q8G_PBLK(q5) ((size_t)((q5) ? 352 : 544))
+#define Q8G_POFF_D(q5) ((size_t)((q5) ? 320 : 512))
+
+static inline void q8g_pack(const mf_weight *w, void *dst, bool q5) {
+    const int64_t nb = w->ne[0] / 32, N = w->ne[1];
+    const size_t pblk = Q8G_PBLK(q5), bb = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
+    uint8_t *out = dst;
+    for (int64_t ob = 0; ob < N; ob += 16)
+        for (int64_t i = 0; i < nb; i++, out += pblk) {
+            memset(out, 0, pblk);
+            for (int r = 0; r < 16 && ob + r < N; r++) {
+                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)i * bb;
+                if (q5) {
+                    for (int k = 0; k < 4; k++) memcpy(out + 64 * k + 4 * r, b + offsetof(mf_block_q5_0, qs) + 4 * k, 4);
+                    memcpy(out + 256 + 4 * r, b + offsetof(mf_block_q5_0, qh), 4);
+                } else {
+                    for (int p = 0; p < 8; p++) memcpy(out + 64 * p + 4 * r, b + offsetof(mf_block_q8_0, qs) + 4 * p, 4);
+                }
+                memcpy(out + Q8G_POFF_D(q5) + 2 * r, b, 2); /* d, each type's first field */
+            }
+        }
+}
+
+/* The eight lane vectors of signed weights of the packed block at b. Q5_0: w = q5 - 16 = nibble - 16
+ * + 16 * bit, as a byte nibble | 0xF0 where the fifth bit is clear. */
+static inline __attribute__((always_inline)) void q8g_packed_vecs(const uint8_t *b, bool q5, __m512i v[8]) {
+    if (!q5) {
+        for (int p = 0; p < 8; p++) v[p] = _mm512_loadu_si512(b + 64 * p);
+        return;
+    }
+    const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8((char)0xF0);
+    const __m512i qh = _mm512_loadu_si512(b + 256);
+    for (int k = 0; k < 4; k++) {
+        const __m512i q = _mm512_loadu_si512(b + 64 * k);
+        const __m512i nl = _mm512_and_si512(q, lo), nh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo);
+        v[k] = _mm512_mask_mov_epi8(_mm512_or_si512(nl, hi), mf_qh_mask(qh, k), nl);
+        v[k + 4] = _mm512_mask_mov_epi8(_mm512_or_si512(nh, hi), mf_qh_mask(qh, k + 4), nh);
+    }
+}
+
+/* Blocks [i0, i1) of the packed panel at p into the panel layout above; the same blocks of the panel
+ * at ahead (if any) are fetched meanwhile, as the repack does. */
+static inline __attribute__((always_inline)) void q8g_unpack(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel,
+                                                             const uint8_t *ahead, bool q5) {
+    const size_t pblk = Q8G_PBLK(q5);
+    for (int64_t i = i0; i < i1; i++) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, pblk);
+        const uint8_t *b = p + (size_t)i * pblk;
+        __m512i v[8];
+        q8g_packed_vecs(b, q5, v);
+        q8g_store_vecs(v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + Q8G_POFF_D(q5)))),
+                       panel + (size_t)(i - i0) * Q8G_BLOCK_BYTES);
+    }
+}
+
 /* Biased activation bytes and scales of tokens [t0, t0 + n): ab[(t * nb + i) * 32 + j], da[t * nb + i]. */
 static void q8g_prepare(const uint8_t *act, size_t act_row, int64_t t0, int64_t n, int64_t nb, uint8_t *ab, float *da) {
     const __m256i bias = _mm256_set1_epi8((char)0x80);
@@ -163,6 +237,62 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
     __m512i l;
     __asm__("vmovdqa64 %1, %0\n\tvpdpbusd %3, %2, %0" : "=&v"(l) : "v"(c), "v"(a), "v"(w));
     return l;
+}
+
+/* Up to Q8G_FEW tokens (a decode step, a speculative verification, a server step of a few sequences)
+ * straight from a packed weight: no panel slice. Each block's weights and start values are formed in
+ * registers for up to two tokens at a time (16 accumulators), a further pair reading the panel again
+ * from cache; the first pass streams the panel, fetching eight blocks ahead. The float steps are
+ * q8g_tile's, so the outputs are its bits. ab, da: the tokens' biased activations and scales
+ * (q8g_prepare). */
+#define Q8G_FEW 16
+
+static inline __attribute__((always_inline)) void q8g_few_pass(const int T, const uint8_t *p, int64_t nb, bool q5,
+                                                               const uint8_t *ab, const float *da, bool stream,
+                                                               float *y, size_t ldy, __mmask16 mask) {
+    const size_t pblk = Q8G_PBLK(q5);
+    __m512 acc[2][8];
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 8; k++) acc[t][k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = p + (size_t)i * pblk;
+        if (stream)
+            for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 8 * pblk + l, _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + Q8G_POFF_D(q5))));
+        __m512 d[2];
+        for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t * nb + i]));
+        __m512i v[8];
+        q8g_packed_vecs(b, q5, v);
+        for (int k = 0; k < 8; k++) {
+            const __m512i cp = q8g_start(v[k]);
+            for (int t = 0; t < T; t++) {
+                const __m512i a = _mm512_set1_epi32(*(const q8g_i32_alias *)(ab + (t * nb + i) * 32 + 4 * k));
+                acc[t][k] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(q8g_dpbusd(cp, a, v[k])), acc[t][k]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, mask, mf_hsum8_lanes(acc[t]));
+}
+
+/* Rows [o0, o1) for nt <= Q8G_FEW tokens from the packed weight; scratch holds the prepared activations. */
+static inline __attribute__((always_inline)) void q8g_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act,
+                                                          size_t act_row, int64_t nt, float *y, size_t ldy,
+                                                          void *scratch, bool q5) {
+    const int64_t nb = w->ne[0] / 32;
+    uint8_t *ab = scratch;
+    float *da = (float *)(ab + nt * nb * 32);
+    q8g_prepare(act, act_row, 0, nt, nb, ab, da);
+    for (int64_t o = o0; o < o1; o += 16) {
+        const __mmask16 mask = (__mmask16)((1u << MF_MIN(16, o1 - o)) - 1);
+        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+        for (int64_t t = 0; t < nt; t += 2) {
+            float *yt = y + (size_t)t * ldy + o;
+            if (nt - t >= 2)
+                q8g_few_pass(2, p, nb, q5, ab + t * nb * 32, da + t * nb, t == 0, yt, ldy, mask);
+            else
+                q8g_few_pass(1, p, nb, q5, ab + t * nb * 32, da + t * nb, t == 0, yt, ldy, mask);
+        }
+    }
 }
 
 /* T tokens (ab, da: each token's biased activation blocks and scales) against blocks [i0, i1) of one
@@ -215,10 +345,14 @@ static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const
     q8g_tile(T, panel, i0, i1, ab, da, st, i0 == 0, i1 == nb, yt, mask);
 }
 
-/* The GEMM's run (cpu_gemm.h) with the type's repack. */
-static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack, const mf_weight *w, int64_t o0,
-                                                          int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                                                          float *y, size_t ldy, void *scratch) {
+typedef void q8g_unpack_fn(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel, const uint8_t *ahead);
+
+/* The GEMM's run (cpu_gemm.h): panels from the packed layout (unpack) where w has it, else from the
+ * file's blocks (repack). */
+static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack, q8g_unpack_fn *unpack, bool packed,
+                                                          const mf_weight *w, int64_t o0, int64_t o1,
+                                                          const uint8_t *act, size_t act_row, int64_t nt, float *y,
+                                                          size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32, max_chunk = q8g_max_chunk(nb);
     uint8_t *panel = scratch;
     __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q8G_SLICE) * Q8G_BLOCK_BYTES);
@@ -233,12 +367,16 @@ static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack,
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            const mf_gemm_prefetch pf = mf_gemm_prefetch_plan(w->data, w->row_bytes, o0, o1, ob, tc, n, nt, Q8G_TILE,
+            const uint8_t *data = packed ? w->packed : w->data;
+            const mf_gemm_prefetch pf = mf_gemm_prefetch_plan(data, w->row_bytes, o0, o1, ob, tc, n, nt, Q8G_TILE,
                                                               n_slices);
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
+                if (packed)
+                    unpack(data + (size_t)ob * w->row_bytes, i0, i1, panel, pf.lines ? NULL : pf.next);
+                else
+                    repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
                 for (int64_t t = 0; t < n; t += Q8G_TILE, j++) {
                     mf_gemm_prefetch_step(&pf, j);
                     if (n - t >= Q8G_TILE)

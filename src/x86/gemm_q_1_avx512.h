@@ -11,6 +11,7 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 /* The ordered dot of one weight row w (blocks d_w, m_w, unsigned values q in [0, 15] or [0, 31]) and
  * one Q8_1 activation row a (blocks d_a, s_a = d_a * sum of its values, signed values), blocks i:
@@ -71,6 +72,15 @@ static size_t q1g_scratch_size(int64_t K) {
            (size_t)(max_chunk * nb) * 2 * sizeof(float);
 }
 
+/* Q5_1's fifth bits into lane vector p / the eight lane vectors of one block (qh: each row's qh
+ * dword in its lane; mf_qh_mask). */
+static inline __m512i q1g_add_qh_p(__m512i v, __m512i qh, int p) {
+    return _mm512_mask_add_epi8(v, mf_qh_mask(qh, p), v, _mm512_set1_epi8(0x10));
+}
+static inline void q1g_add_qh(__m512i v[8], __m512i qh) {
+    for (int p = 0; p < 8; p++) v[p] = q1g_add_qh_p(v[p], qh, p);
+}
+
 /* Blocks [i0, i1) of rows [ob, ob + nr) of w (block_bytes each: d_w, m_w, for Q5_1 qh at byte 4, the
  * 16 bytes qs at qs_off) -> the panel layout above. Value j of a block is the low nibble of qs[j],
  * value 16 + j its high nibble (plus, for Q5_1, bit j of qh as 0x10), so lane p < 4 of the ordered
@@ -117,25 +127,61 @@ static inline __attribute__((always_inline)) void q1g_repack_rows(const mf_weigh
             v[p + 4] = _mm512_and_si512(_mm512_srli_epi16(q[p], 4), lo);
         }
         const uint8_t *bb = base + (size_t)i * block_bytes;
-        if (has_qh) {
-            /* Byte b of vector p is value 4p + b: bit 4p + b of qh, i.e. bit 4 (p % 2) + b of qh byte
-             * p / 2, spread to the dword's four bytes by a byte shuffle and tested. */
-            const __m512i qh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offs, bb + 4, 1);
-            const __m512i c16 = _mm512_set1_epi8(0x10);
-            for (int p = 0; p < 8; p++) {
-                const int8_t h = (int8_t)(p / 2);
-                const __m512i pick = _mm512_add_epi8(_mm512_set1_epi32(h * 0x01010101),
-                                                     _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0));
-                const __m512i bits = _mm512_set1_epi32(p % 2 ? (int)0x80402010 : 0x08040201);
-                const __mmask64 m = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, pick), bits);
-                v[p] = _mm512_mask_add_epi8(v[p], m, v[p], c16);
-            }
-        }
+        if (has_qh) q1g_add_qh(v, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offs, bb + 4, 1));
         __m512i *out = (__m512i *)(panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
         for (int p = 0; p < 8; p++) _mm512_store_si512(out + p, v[p]);
         const __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offs, bb, 1);
         _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
         _mm512_store_ps(out + 9, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
+    }
+}
+
+/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
+ * The file's bytes regrouped per panel of 16 rows and block: four 64-byte vectors, vector k lane r =
+ * row r's qs dword k; for Q5_1 one more, lane r = row r's qh; then the 16 rows' half-float d_w, then
+ * their m_w (32 bytes each): Q1G_PBLK = 16 blocks of the file (320 bytes for Q4_1, 384 for Q5_1).
+ * Panel k starts at k * 16 * row_bytes, where its rows start in the file, its blocks one after
+ * another, rows past the matrix zero: a decode streams each matrix front to back, and a panel slice
+ * costs splitting the nibbles and widening the scales, not a transpose. Blocks stay 64-byte aligned. */
+#define Q1G_PBLK(has_qh) ((size_t)((has_qh) ? 6 : 5) * 64)
+
+static inline void q1g_pack(const mf_weight *w, void *dst, size_t block_bytes, size_t qs_off, bool has_qh) {
+    const int64_t nb = w->ne[0] / 32, N = w->ne[1];
+    const size_t pblk = Q1G_PBLK(has_qh), dm = pblk - 64;
+    uint8_t *out = dst;
+    for (int64_t ob = 0; ob < N; ob += 16)
+        for (int64_t i = 0; i < nb; i++, out += pblk) {
+            memset(out, 0, pblk);
+            for (int r = 0; r < 16 && ob + r < N; r++) {
+                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)i * block_bytes;
+                for (int k = 0; k < 4; k++) memcpy(out + 64 * k + 4 * r, b + qs_off + 4 * k, 4);
+                if (has_qh) memcpy(out + 256 + 4 * r, b + 4, 4);
+                memcpy(out + dm + 2 * r, b, 2);          /* d */
+                memcpy(out + dm + 32 + 2 * r, b + 2, 2); /* m */
+            }
+        }
+}
+
+/* Blocks [i0, i1) of the packed panel at p into the panel layout above; the same blocks of the panel
+ * at ahead (if any) are fetched meanwhile, as the repack does. */
+static inline __attribute__((always_inline)) void q1g_unpack(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel,
+                                                             const uint8_t *ahead, bool has_qh) {
+    const size_t pblk = Q1G_PBLK(has_qh), dm = pblk - 64;
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+    for (int64_t i = i0; i < i1; i++) {
+        MF_GEMM_STREAM_AHEAD(ahead, i, pblk);
+        const uint8_t *b = p + (size_t)i * pblk;
+        __m512i v[8];
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_load_si512(b + 64 * k);
+            v[k] = _mm512_and_si512(q, lo);
+            v[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo);
+        }
+        if (has_qh) q1g_add_qh(v, _mm512_load_si512(b + 256));
+        __m512i *out = (__m512i *)(panel + (size_t)(i - i0) * Q1G_BLOCK_BYTES);
+        for (int k = 0; k < 8; k++) _mm512_store_si512(out + k, v[k]);
+        _mm512_store_ps(out + 8, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm))));
+        _mm512_store_ps(out + 9, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm + 32))));
     }
 }
 
@@ -224,10 +270,82 @@ static inline __attribute__((always_inline)) void q1g_tile_at(const int T, const
     q1g_tile(T, panel, i0, i1, a, da, sa, st, i0 == 0, i1 == nb, yt, mask);
 }
 
-/* The GEMM's run (cpu_gemm.h) with the type's repack. */
-static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack, const mf_weight *w, int64_t o0,
-                                                          int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                                                          float *y, size_t ldy, void *scratch) {
+/* Up to Q1G_FEW tokens (a decode step, a speculative verification, a server step of a few sequences)
+ * straight from a packed weight: no panel slice. Each block's nibbles are split in registers for up
+ * to two tokens at a time (16 + 2 accumulators), a second pair reading the panel again from cache;
+ * the first pass streams the panel, fetching eight blocks ahead. The float steps are q1g_tile's, so
+ * the outputs are its bits. da, sa: the tokens' activation scales (q1g_prepare). */
+#define Q1G_FEW 16
+
+static inline __attribute__((always_inline)) void q1g_few_pass(const int T, const uint8_t *p, int64_t nb, bool has_qh,
+                                                               const uint8_t *act, size_t act_row, const float *da,
+                                                               const float *sa, bool stream, float *y, size_t ldy,
+                                                               __mmask16 mask) {
+    const size_t pblk = Q1G_PBLK(has_qh), dm = pblk - 64;
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+    __m512 acc[2][8], sacc[2];
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k < 8; k++) acc[t][k] = _mm512_setzero_ps();
+        sacc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = p + (size_t)i * pblk;
+        if (stream)
+            for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 8 * pblk + l, _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm)));
+        const __m512 mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm + 32)));
+        __m512 d[2];
+        for (int t = 0; t < T; t++) {
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t * nb + i]));
+            sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa[t * nb + i]), sacc[t]);
+        }
+        const __m512i qh = has_qh ? _mm512_load_si512(b + 256) : _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_load_si512(b + 64 * k);
+            __m512i vl = _mm512_and_si512(q, lo), vh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo);
+            if (has_qh) {
+                vl = q1g_add_qh_p(vl, qh, k);
+                vh = q1g_add_qh_p(vh, qh, k + 4);
+            }
+            for (int t = 0; t < T; t++) {
+                const uint8_t *ab = act + (size_t)t * act_row + (size_t)i * sizeof(mf_block_q8_1) + 4;
+                acc[t][k] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(q1g_dpbusd(vl, ab + 4 * k)), acc[t][k]);
+                acc[t][k + 4] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(q1g_dpbusd(vh, ab + 16 + 4 * k)), acc[t][k + 4]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++)
+        _mm512_mask_storeu_ps(y + (size_t)t * ldy, mask, _mm512_add_ps(mf_hsum8_lanes(acc[t]), sacc[t]));
+}
+
+/* Rows [o0, o1) for nt <= Q1G_FEW tokens from the packed weight; scratch holds their scales. */
+static inline __attribute__((always_inline)) void q1g_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act,
+                                                          size_t act_row, int64_t nt, float *y, size_t ldy,
+                                                          void *scratch, bool has_qh) {
+    const int64_t nb = w->ne[0] / 32;
+    float *da = scratch, *sa = da + nt * nb;
+    q1g_prepare(act, act_row, 0, nt, nb, da, sa);
+    for (int64_t o = o0; o < o1; o += 16) {
+        const __mmask16 mask = (__mmask16)((1u << MF_MIN(16, o1 - o)) - 1);
+        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+        for (int64_t t = 0; t < nt; t += 2) {
+            const uint8_t *at = act + (size_t)t * act_row;
+            if (nt - t >= 2)
+                q1g_few_pass(2, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, t == 0, y + (size_t)t * ldy + o, ldy, mask);
+            else
+                q1g_few_pass(1, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, t == 0, y + (size_t)t * ldy + o, ldy, mask);
+        }
+    }
+}
+
+typedef void q1g_unpack_fn(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel, const uint8_t *ahead);
+
+/* The GEMM's run (cpu_gemm.h): panels from the packed layout (unpack) where w has it, else from the
+ * file's blocks (repack). */
+static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack, q1g_unpack_fn *unpack, bool packed,
+                                                          const mf_weight *w, int64_t o0, int64_t o1,
+                                                          const uint8_t *act, size_t act_row, int64_t nt, float *y,
+                                                          size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32, max_chunk = q1g_max_chunk(nb);
     uint8_t *panel = scratch;
     __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q1G_SLICE) * Q1G_BLOCK_BYTES);
@@ -242,12 +360,16 @@ static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack,
         for (int64_t ob = o0; ob < o1; ob += 16) {
             const int nr = (int)MF_MIN(16, o1 - ob);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            const mf_gemm_prefetch pf = mf_gemm_prefetch_plan(w->data, w->row_bytes, o0, o1, ob, tc, n, nt, Q1G_TILE,
+            const uint8_t *data = packed ? w->packed : w->data;
+            const mf_gemm_prefetch pf = mf_gemm_prefetch_plan(data, w->row_bytes, o0, o1, ob, tc, n, nt, Q1G_TILE,
                                                               n_slices);
             size_t j = 0;
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
+                if (packed)
+                    unpack(data + (size_t)ob * w->row_bytes, i0, i1, panel, pf.lines ? NULL : pf.next);
+                else
+                    repack(w, ob, nr, i0, i1, panel, pf.lines ? NULL : pf.next);
                 for (int64_t t = 0; t < n; t += Q1G_TILE, j++) {
                     mf_gemm_prefetch_step(&pf, j);
                     if (n - t >= Q1G_TILE)
