@@ -21,7 +21,12 @@ _Static_assert(MF_FUSION_SWIGLU == MF_FUSE_SWIGLU && MF_FUSION_QKV_ROPE_STORE ==
                    MF_FUSION_ALL == MF_FUSE_ALL,
                "public fusion bits are the scheduler's");
 
-#define GRAPH_CACHE_SIZE 4
+/* Graphs kept: each distinct chunk size of up to 32 tokens costs little memory (a few MB of arena),
+ * so up to GRAPH_CACHE_SIZE of those, but at most GRAPH_CACHE_LARGE of more tokens (a prompt chunk's
+ * arena grows with its tokens). */
+#define GRAPH_CACHE_SIZE 12
+#define GRAPH_CACHE_LARGE 4
+#define GRAPH_SMALL_TOKENS 32
 
 typedef struct {
     bool used;
@@ -60,10 +65,11 @@ mf_context_params mf_context_default_params(void) {
                                .fusions = MF_FUSION_ALL};
 }
 
+/* A chunk's graph size: its token count up to 32 (decode steps of a few sequences, speculative
+ * verifications: padding there costs a whole token's matmuls for each padded row, 5 tokens run as 8
+ * took 1.8x the time of 4), then multiples of 32. */
 static int32_t bucket(int32_t n, int32_t cap) {
-    int32_t b = 1;
-    while (b < n && b < 32) b *= 2;
-    if (b < n) b = (n + 31) / 32 * 32;
+    const int32_t b = n <= GRAPH_SMALL_TOKENS ? n : (n + 31) / 32 * 32;
     return MF_MIN(b, MF_MAX(cap, n));
 }
 
@@ -237,7 +243,10 @@ done:
 }
 
 static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, cached_graph **out) {
-    cached_graph *victim = &c->graphs[0];
+    /* the victim: a free slot, else the least recently used graph, a large one where a large one is
+     * wanted and GRAPH_CACHE_LARGE are kept */
+    cached_graph *victim = NULL, *large = NULL;
+    int n_large = 0;
     for (int i = 0; i < GRAPH_CACHE_SIZE; i++) {
         cached_graph *cg = &c->graphs[i];
         if (cg->used && cg->n_tokens == n_tokens && cg->n_outputs == n_outputs) {
@@ -245,8 +254,13 @@ static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, c
             *out = cg;
             return MF_OK;
         }
-        if (!cg->used || (victim->used && cg->last_use < victim->last_use)) victim = cg;
+        if (cg->used && cg->n_tokens > GRAPH_SMALL_TOKENS) {
+            n_large++;
+            if (!large || cg->last_use < large->last_use) large = cg;
+        }
+        if (!victim || (victim->used && (!cg->used || cg->last_use < victim->last_use))) victim = cg;
     }
+    if (n_tokens > GRAPH_SMALL_TOKENS && n_large >= GRAPH_CACHE_LARGE) victim = large;
     drop_graph(victim);
     mf_status st = make_graph(c, n_tokens, n_outputs, true, victim);
     if (st) return st;
