@@ -46,6 +46,10 @@ struct mf_spec {
     /* adaptive depth: per-token acceptance as decayed successes / failures; costs in units of a
      * one-token decode of the target: verify_cost per extra token of a pass, td per draft token */
     double acc_s, acc_f, td;
+    /* and per position j of a draft: the acceptance of drafted token j given that those before it were
+     * kept, as decayed successes / failures where it was tested (lookup's drafts are bursty: once a
+     * copy is running, its later tokens are kept more often than its first) */
+    double pos_s[MF_SPEC_MAX_DRAFT], pos_f[MF_SPEC_MAX_DRAFT];
     /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
@@ -197,6 +201,8 @@ void mf_spec_get_stats(const mf_spec *s, mf_spec_stats *out) { *out = s->st; }
 /* A prior acceptance worth four tokens: 0.75 for a draft model, 0.5 for lookup. */
 static void prior_acceptance(mf_spec *s) {
     s->acc_s = s->p.draft ? 3.0 : 2.0, s->acc_f = s->p.draft ? 1.0 : 2.0;
+    memset(s->pos_s, 0, sizeof s->pos_s);
+    memset(s->pos_f, 0, sizeof s->pos_f);
     s->plain_run = 0;
 }
 
@@ -366,6 +372,20 @@ static double expected_tokens(double a, int32_t k) {
     return e;
 }
 
+/* e[k] = expected tokens per verification with depth k (k = 0 .. p.draft_max) from the per-position
+ * acceptances: 1 + a_0 + a_0 a_1 + ... Each a_j is position j's record, shrunk toward a_(j-1) (a_0
+ * toward the overall per-token acceptance a) by two pseudo-observations, so a position seldom
+ * tested follows the one before it. */
+static void expected_by_depth(const mf_spec *s, double a, double *e) {
+    double prev = a, x = 1;
+    e[0] = 1;
+    for (int32_t j = 0; j < s->p.draft_max; j++) {
+        const double aj = (s->pos_s[j] + 2.0 * prev) / (s->pos_s[j] + s->pos_f[j] + 2.0);
+        e[j + 1] = e[j] + (x *= aj);
+        prev = aj;
+    }
+}
+
 /* The most expected tokens per unit of cost over the depths allowed, at acceptance a. */
 static double best_rate(double per_token, const mf_spec_params *p, double a) {
     double best = 0;
@@ -388,10 +408,11 @@ static int32_t choose_depth(mf_spec *s) {
          * weights: a Q4_0 135M draft costs half an F16 target's step, not the 0.28 its bytes say) */
         else if (s->dctx && s->m_td > 0) per_token = p->verify_cost + s->m_td / s->m_t1;
     }
-    double best = 1.0;
+    double e[MF_SPEC_MAX_DRAFT + 1], best = 1.0;
     int32_t best_k = 0;
+    expected_by_depth(s, a, e);
     for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
-        double rate = expected_tokens(a, k) / (1.0 + per_token * k);
+        double rate = e[k] / (1.0 + per_token * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
     /* backed off: probe again now and then, so that a better stretch of text is noticed. A draft
@@ -557,6 +578,13 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
          * that drafted nothing (its confidence below p_min) cost its decodes for nothing: a failure */
         s->acc_s = 0.9 * s->acc_s + n_acc;
         s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft || n_draft == 0);
+        /* positions 0 .. n_acc - 1 kept, position n_acc rejected (or nothing drafted); later ones untested */
+        for (int32_t j = 0; j <= n_acc && j < MF_SPEC_MAX_DRAFT; j++) {
+            if (j == n_acc && n_acc == n_draft && n_draft > 0) break;
+            const bool ok = j < n_acc;
+            s->pos_s[j] = 0.9 * s->pos_s[j] + ok;
+            s->pos_f[j] = 0.9 * s->pos_f[j] + !ok;
+        }
     }
     if (s->r_probe) s->probe_fail = n_acc >= 2 ? 0 : s->probe_fail + 1; /* it paid for its catching up */
     out->n_drafted = n_draft, out->n_accepted = n_acc;
