@@ -79,6 +79,17 @@ static void *pack_for(const mf_cpu_gemm *g, weight *w) {
     memset(p, 0xA5, g->packed_size(&w->w)); /* every byte is the packer's to write */
     mf_cpu_pack(&w->w, p);
     CHECK(mf_cpu_gemm_packed(g, &w->w));
+    /* every row read back from the packed copy (an embedding lookup) is the file's row */
+    CHECKF(g->packed_row != NULL, "%s: a packed layout without packed_row", mf_type_name(w->w.type));
+    uint8_t *row = malloc(w->w.row_bytes);
+    int bad = 0;
+    for (int64_t r = 0; g->packed_row && r < w->w.ne[1]; r++) {
+        g->packed_row(&w->w, r, row);
+        bad += memcmp(row, (const uint8_t *)w->w.data + (size_t)r * w->w.row_bytes, w->w.row_bytes) != 0;
+    }
+    CHECKF(bad == 0, "%s N=%lld K=%lld: %d rows differ read back from the packed copy", mf_type_name(w->w.type),
+           (long long)w->w.ne[1], (long long)w->w.ne[0], bad);
+    free(row);
     return p;
 }
 

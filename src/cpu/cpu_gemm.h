@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct mf_cpu_gemm {
     /* The fewest activation rows for which the GEMM beats the ordered dots. */
@@ -32,6 +33,10 @@ typedef struct mf_cpu_gemm {
      * one token up, the dots none. */
     size_t (*packed_size)(const mf_weight *w);
     void (*pack)(const mf_weight *w, void *dst);
+    /* With a packed layout: row r of w in the file's format (row_bytes at dst), read from the packed
+     * copy. An embedding table that is also the output matrix is looked up there (mf_cpu_get_rows),
+     * so that the file's pages, released once packed, are not mapped again row by row. */
+    void (*packed_row)(const mf_weight *w, int64_t r, void *dst);
     /* With a packed weight, a matmul of up to this many tokens gives run activation rows with the
      * several-token dots' side data (mf_cpu_q4_0_aux, after each row's blocks; act_row includes it). */
     int64_t packed_aux_tokens;
@@ -44,6 +49,15 @@ static inline size_t mf_cpu_panel16_size(const mf_weight *w, int64_t blck) {
     if (w->ne[2] > 1 || w->ne[3] > 1 || w->ne[0] % blck || w->ne[1] % 8) return 0;
     return (size_t)((w->ne[1] + 15) / 16) * 16 * w->row_bytes;
 }
+
+/* The packed layouts here hold each file block's 4-byte words (and 2-byte scales) transposed across
+ * a panel of 16 rows, row r's word at 4 r (half-word at 2 r) of a 64-byte vector (32-byte run):
+ * mf_panel16_words copies n words of row lane from the vectors at pk (64 bytes apart) to fb, and
+ * mf_panel16_halves one half-word from the run at pk. */
+static inline void mf_panel16_words(uint8_t *fb, const uint8_t *pk, int n, int lane) {
+    for (int k = 0; k < n; k++) memcpy(fb + 4 * k, pk + 64 * k + 4 * lane, 4);
+}
+static inline void mf_panel16_half(uint8_t *fb, const uint8_t *pk, int lane) { memcpy(fb, pk + 2 * lane, 2); }
 
 /* Whether w carries g's packed layout. */
 static inline bool mf_cpu_gemm_packed(const mf_cpu_gemm *g, const mf_weight *w) {

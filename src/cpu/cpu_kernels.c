@@ -244,14 +244,20 @@ void mf_cpu_matmul_reusing(mf_pool *pool, const mf_cpu_cfg *cfg, const mf_weight
 void mf_cpu_get_rows(const mf_weight *table, const int32_t *ids, int64_t n, float *out) {
     int64_t K = table->ne[0];
     mf_dequantize_fn deq = mf_type_get_traits(table->type)->dequantize;
+    /* a table packed as an output matrix: its rows from the packed copy (the file's pages were
+     * released; without memory for a row, from the file) */
+    const mf_cpu_gemm *g = table->packed ? table->packed_for : NULL;
+    uint8_t *buf = g && g->packed_row ? malloc(table->row_bytes) : NULL;
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)table->data + (size_t)ids[t] * table->row_bytes;
+        if (buf) g->packed_row(table, ids[t], buf), row = buf;
         float *o = out + t * K;
         if (table->type == MF_TYPE_F32)
             memcpy(o, row, (size_t)K * sizeof(float));
         else
             deq(row, o, K);
     }
+    free(buf);
 }
 
 static void rms_scale_row(const float *x, const float *w, float *y, int64_t n, float eps, double sum) {

@@ -7,6 +7,7 @@
 #include "cpu/cpu_gemm.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 /* The work goes in chunks of CHUNK blocks (K / 32 = nb blocks in all; each output's chain runs over
@@ -184,6 +185,18 @@ static void pack(const mf_weight *w, void *dst) {
         }
 }
 
+/* Row r of the packed weight in the file's blocks (mf_cpu_gemm.packed_row). */
+static void packed_row(const mf_weight *w, int64_t r, void *dst) {
+    const int64_t nb = w->ne[0] / 32;
+    const int lane = (int)(r % 16);
+    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *o = (uint8_t *)dst + (size_t)i * sizeof(mf_block_q4_0);
+        mf_panel16_half(o, p + (size_t)i * PBLK + 256, lane);
+        mf_panel16_words(o + offsetof(mf_block_q4_0, qs), p + (size_t)i * PBLK, 4, lane);
+    }
+}
+
 /* The packed panel at p: blocks [i0, i0 + cn) into the panel slice layout; the same blocks of the
  * panel at next (if any) are prefetched. */
 static void unpack_panel(const uint8_t *p, int64_t i0, int64_t cn, __m512i *panel, float *dw, const uint8_t *next) {
@@ -313,6 +326,7 @@ static const mf_cpu_gemm gemm = {.min_tokens = 2,
                                   .run = run,
                                   .packed_size = packed_size,
                                   .pack = pack,
+                                  .packed_row = packed_row,
                                   .packed_aux_tokens = FEW};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void) { return &gemm; }

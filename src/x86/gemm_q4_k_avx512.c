@@ -134,6 +134,19 @@ static void pack(const mf_weight *w, void *dst) {
         }
 }
 
+/* Row r of the packed weight in the file's super-blocks (mf_cpu_gemm.packed_row). */
+static void packed_row(const mf_weight *w, int64_t r, void *dst) {
+    const int64_t nsb = w->ne[0] / QK;
+    const int lane = (int)(r % 16);
+    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = p + (size_t)sb * PVEC * 64;
+        uint8_t *o = (uint8_t *)dst + (size_t)sb * sizeof(mf_block_q4_K);
+        mf_panel16_words(o + offsetof(mf_block_q4_K, qs), b, 32, lane);
+        mf_panel16_words(o, b + 64 * 32, 4, lane); /* d|dmin, the scale words */
+    }
+}
+
 static inline int32_t load_i32(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -359,6 +372,7 @@ static const mf_cpu_gemm gemm = {.min_tokens = 6,
                                   .scratch_size = scratch_size,
                                   .run = run,
                                   .packed_size = packed_size,
-                                  .pack = pack};
+                                  .pack = pack,
+                                  .packed_row = packed_row};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return &gemm; }

@@ -184,6 +184,25 @@ static inline void q8g_pack(const mf_weight *w, void *dst, bool q5) {
         }
 }
 
+/* Row r of the packed weight in the file's blocks (mf_cpu_gemm.packed_row). */
+static inline void q8g_packed_row(const mf_weight *w, int64_t r, void *dst, bool q5) {
+    const int64_t nb = w->ne[0] / 32;
+    const int lane = (int)(r % 16);
+    const size_t pblk = Q8G_PBLK(q5), bb = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
+    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = p + (size_t)i * pblk;
+        uint8_t *o = (uint8_t *)dst + (size_t)i * bb;
+        mf_panel16_half(o, b + Q8G_POFF_D(q5), lane);
+        if (q5) {
+            mf_panel16_words(o + offsetof(mf_block_q5_0, qs), b, 4, lane);
+            mf_panel16_words(o + offsetof(mf_block_q5_0, qh), b + 256, 1, lane);
+        } else {
+            mf_panel16_words(o + offsetof(mf_block_q8_0, qs), b, 8, lane);
+        }
+    }
+}
+
 /* The eight lane vectors of signed weights of the packed block at b. Q5_0: w = q5 - 16 = nibble - 16
  * + 16 * bit, as a byte nibble | 0xF0 where the fifth bit is clear. */
 static inline __attribute__((always_inline)) void q8g_packed_vecs(const uint8_t *b, bool q5, __m512i v[8]) {

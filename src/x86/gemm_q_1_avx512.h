@@ -162,6 +162,23 @@ static inline void q1g_pack(const mf_weight *w, void *dst, size_t block_bytes, s
         }
 }
 
+/* Row r of the packed weight in the file's blocks (mf_cpu_gemm.packed_row). */
+static inline void q1g_packed_row(const mf_weight *w, int64_t r, void *dst, size_t block_bytes, size_t qs_off,
+                                  bool has_qh) {
+    const int64_t nb = w->ne[0] / 32;
+    const int lane = (int)(r % 16);
+    const size_t pblk = Q1G_PBLK(has_qh), dm = pblk - 64;
+    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = p + (size_t)i * pblk;
+        uint8_t *o = (uint8_t *)dst + (size_t)i * block_bytes;
+        mf_panel16_half(o, b + dm, lane);          /* d */
+        mf_panel16_half(o + 2, b + dm + 32, lane); /* m */
+        mf_panel16_words(o + qs_off, b, 4, lane);
+        if (has_qh) mf_panel16_words(o + 4, b + 256, 1, lane);
+    }
+}
+
 /* Blocks [i0, i1) of the packed panel at p into the panel layout above; the same blocks of the panel
  * at ahead (if any) are fetched meanwhile, as the repack does. */
 static inline __attribute__((always_inline)) void q1g_unpack(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel,
