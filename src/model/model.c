@@ -305,12 +305,41 @@ typedef struct {
     int k, n_jobs;
 } pack_job;
 
+/* w's packed copy at dst, written in runs of about 8 MiB of rows (multiples of 64 rows, so every run
+ * starts a panel and stays 64-byte aligned), each run's pages of the mapped file handed back as soon
+ * as it is copied: a matrix as large as a vocabulary's output (Qwen2 0.5B: 145 MB in Q8_0) would
+ * otherwise hold its file pages and its copy at once. The pages inside a run belong to this matrix
+ * alone; its first and last pages are release_file_pages' to judge. */
+/* The pages of the mapped file that lie wholly inside [p, p + n), handed back to the kernel. */
+static void release_inside(const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void pack_matrix(const mf_model *m, mf_weight *w, uint8_t *dst) {
+    const int64_t N = w->ne[1], step = MF_MAX(64, (int64_t)((8u << 20) / w->row_bytes) / 64 * 64);
+    if (m->no_mmap || N <= step) {
+        mf_cpu_pack(w, dst);
+        return;
+    }
+    mf_weight run = *w;
+    for (int64_t r0 = 0; r0 < N; r0 += step) {
+        run.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+        run.ne[1] = MF_MIN(step, N - r0);
+        mf_cpu_pack(&run, dst + (size_t)r0 * w->row_bytes);
+        release_inside(run.data, (size_t)run.ne[1] * w->row_bytes);
+    }
+    w->packed = dst;
+    w->packed_for = run.packed_for;
+}
+
 static void *pack_some(void *arg) {
     const pack_job *j = arg;
     for (int64_t i = j->k; i < j->n; i += j->n_jobs) {
         if (!j->dst[i]) continue;
         const uint8_t *file = j->ws[i]->data;
-        mf_cpu_pack(j->ws[i], j->dst[i]);
+        pack_matrix(j->m, j->ws[i], j->dst[i]);
         /* now, so that the file's pages and the copy are not both held: the peak stays a matrix a
          * thread */
         if (!j->m->no_mmap) release_file_pages(j->m, file, j->ws[i] - j->m->weights, NULL);
@@ -370,6 +399,20 @@ static mf_status pack_weights(mf_model *m) {
         m->packed_bytes += sz;
         m->n_packed++;
     }
+    /* the vectors first, then every page of the file mapped so far that holds only what moved is
+     * handed back (the fingerprint reads parts of the file, and a vector faults in the 2 MiB page
+     * around it where the cache holds the file so: 130 MB for a 0.5B model), each matrix's read
+     * again as it is copied, so that the file's pages and the copies are never both held */
+    for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++) {
+        mf_weight *w = &m->weights[i];
+        if (!m->used[i] || !is_vector(w)) continue;
+        memcpy(at, w->data, weight_bytes(w));
+        moved[i] = w->data;
+        w->data = at;
+        at += (weight_bytes(w) + 63) & ~(size_t)63;
+    }
+    for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++)
+        if (moved[i]) release_file_pages(m, moved[i], i, moved);
     /* one thread a core, up to 8 (the copy is bound by memory), each on every n_jobs-th matrix;
      * what a thread that cannot start would have packed, this one packs */
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -386,14 +429,6 @@ static mf_status pack_weights(mf_model *m) {
     for (int k = 1; k < n_jobs; k++)
         if (started[k]) pthread_join(threads[k], NULL);
     free(dst);
-    for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++) {
-        mf_weight *w = &m->weights[i];
-        if (!m->used[i] || !is_vector(w)) continue;
-        memcpy(at, w->data, weight_bytes(w));
-        moved[i] = w->data;
-        w->data = at;
-        at += (weight_bytes(w) + 63) & ~(size_t)63;
-    }
     mprotect(base, len, PROT_READ);
     for (int64_t i = 0; i < m->n_weights && !m->no_mmap; i++)
         if (moved[i]) release_file_pages(m, moved[i], i, moved); /* the pages shared with what moved */
