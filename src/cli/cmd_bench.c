@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #define MAX_LIST 64
@@ -453,6 +454,12 @@ int cmd_bench(int argc, char **argv) {
     json_t *all = o.json ? json_array() : NULL;
     bool header_done = false;
     rc = 0;
+    /* the limits first: the bandwidth probe's buffer then comes and goes before any model is in
+     * memory, so that it is not in the peak resident size the tables report */
+    for (int ti = 0; ti < o.threads.n; ti++) {
+        const long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* -t 0: one thread per online CPU */
+        get_limits(&o, (int32_t)(o.threads.v[ti] > 0 ? o.threads.v[ti] : cpus > 0 ? cpus : 1), limits, &n_limits);
+    }
     for (int mi = 0; mi < o.n_models && rc == 0; mi++) {
         mf_model *m = NULL;
         if (!(o.paths[mi] = cli_model(o.paths[mi]))) {
