@@ -408,7 +408,10 @@ static int32_t choose_depth(mf_spec *s) {
          * weights: a Q4_0 135M draft costs half an F16 target's step, not the 0.28 its bytes say) */
         else if (s->dctx && s->m_td > 0) per_token = p->verify_cost + s->m_td / s->m_t1;
     }
-    double e[MF_SPEC_MAX_DRAFT + 1], best = 1.0;
+    /* a draft model drafts only where it is expected to gain a tenth: its cost per token is measured
+     * over a few rounds and varies with them, and a gain of a few percent on paper came out as a loss
+     * (SmolLM2-135M F16 with its Q4_0 copy: depth 1 at 0.5 of a target step a draft token) */
+    double e[MF_SPEC_MAX_DRAFT + 1], best = s->dctx ? 1.1 : 1.0;
     int32_t best_k = 0;
     expected_by_depth(s, a, e);
     for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
