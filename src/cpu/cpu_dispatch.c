@@ -93,16 +93,20 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
     *k = (mf_cpu_kernels){.level = level, .ordered = ordered};
     for (int t = 0; t < MF_TYPE_COUNT; t++) {
         mf_cpu_mm_kernels m = {.act = mf_type_get_traits((mf_type)t)->vec_dot_type};
-        m.dot = mf_simd_vec_dot_at(level, (mf_type)t);
-        m.quant = m.act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row_at(level, m.act);
+        const bool is_float = t == MF_TYPE_F32 || t == MF_TYPE_F16 || t == MF_TYPE_BF16;
+        /* float weights on an AVX-512 that splits its operations in halves: the AVX2 kernels, dot
+         * and tile alike (one order per type still: every token count runs them) */
+        const mf_simd_level fl = level == MF_SIMD_AVX512 && is_float && mf_simd_avx512_narrow() ? MF_SIMD_AVX2 : level;
+        m.dot = mf_simd_vec_dot_at(fl, (mf_type)t);
+        m.quant = m.act == MF_TYPE_F32 ? NULL : mf_simd_quantize_row_at(fl, m.act);
         if (!m.dot || (m.act != MF_TYPE_F32 && !m.quant)) {
             k->mm[t][0] = k->mm[t][1] = (mf_cpu_mm_kernels){.act = m.act};
             continue;
         }
-        m.tile = mf_simd_gemm_at(level, (mf_type)t);
+        m.tile = mf_simd_gemm_at(fl, (mf_type)t);
         /* the AVX2 float dot is one fma chain per row (dot_float_avx2.c): a one-token matmul runs
          * on the tile, which takes rows from four strands of the matrix side by side */
-        m.tile_one = level == MF_SIMD_AVX2 && (t == MF_TYPE_F32 || t == MF_TYPE_F16 || t == MF_TYPE_BF16);
+        m.tile_one = fl == MF_SIMD_AVX2 && is_float;
         for (int rows8 = 0; rows8 < 2; rows8++) {
             mf_cpu_mm_kernels e = m;
 #if defined(__x86_64__)

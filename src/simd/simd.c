@@ -21,7 +21,7 @@ static mf_cpu_features features;
 static mf_simd_table tables[MF_SIMD_LEVEL_COUNT];
 static bool supported[MF_SIMD_LEVEL_COUNT];
 static mf_simd_level active = MF_SIMD_SCALAR;
-static bool avxvnni_on;
+static bool avxvnni_on, avx512_narrow;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[MF_SIMD_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "neon"};
@@ -111,6 +111,21 @@ static void init(void) {
     }
     const char *e = getenv("MINFER_AVXVNNI");
     avxvnni_on = supported[MF_SIMD_AVX2] && features.avxvnni && !(e && !strcmp(e, "0"));
+#if defined(__x86_64__)
+    /* AMD family 19h (Zen 4) runs each 512-bit operation as two 256-bit halves */
+    unsigned a, b, c, d;
+    char vendor[13] = {0};
+    if (supported[MF_SIMD_AVX512] && __get_cpuid(0, &a, &b, &c, &d)) {
+        memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+        if (!strcmp(vendor, "AuthenticAMD") && __get_cpuid(1, &a, &b, &c, &d)) {
+            const unsigned family = ((a >> 8) & 0xF) + (((a >> 8) & 0xF) == 0xF ? (a >> 20) & 0xFF : 0);
+            avx512_narrow = family == 0x19;
+        }
+    }
+    e = getenv("MINFER_AVX512_FLOAT");
+    if (e && !strcmp(e, "avx512")) avx512_narrow = false;
+    if (e && !strcmp(e, "avx2") && supported[MF_SIMD_AVX512]) avx512_narrow = true;
+#endif
 }
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
@@ -138,6 +153,11 @@ mf_simd_level mf_simd_best_level(void) {
 bool mf_simd_avxvnni(void) {
     ensure_init();
     return avxvnni_on;
+}
+
+bool mf_simd_avx512_narrow(void) {
+    ensure_init();
+    return avx512_narrow;
 }
 
 /* ---- the public view (minfer.h): mf_isa is mf_simd_level + 1, 0 being AUTO ---- */

@@ -37,6 +37,10 @@ mf_simd_level mf_simd_best_level(void);
  * the CPU has AVX-VNNI and the environment does not say MINFER_AVXVNNI=0 (read once). They give
  * the same bits as the plain AVX2 kernels, faster. */
 bool mf_simd_avxvnni(void);
+/* Whether this CPU runs 512-bit operations as two 256-bit halves (AMD Zen 4): then the AVX-512 level
+ * multiplies float weights (F32, F16, BF16) with the AVX2 kernels, whose GEMM reaches more of the
+ * same multiply-add peak (MINFER_AVX512_FLOAT=avx512 or avx2 overrides, read once). */
+bool mf_simd_avx512_narrow(void);
 
 /* Dot of a weight row of type t with an activation row of mf_type_get_traits(t)->vec_dot_type, as
  * the activation quantizers write it (int8 values in [-127, 127]; the kernels rely on it). Equals
