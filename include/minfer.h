@@ -314,6 +314,12 @@ typedef struct mf_context_params {
      * statistics cost one pass over each output; nothing is allocated per call. */
     mf_node_callback node_callback;
     void *node_callback_user;
+    /* Run on the CPU threads of this context instead of starting n_threads of its own (n_threads
+     * is then that context's): for a context used in turn with another, as a speculative draft
+     * with its target, so that the two sets of threads do not wait for work on the same cores.
+     * Either may be freed first; a decode of one waits while the other decodes. NULL (default): own
+     * threads. */
+    const mf_context *threads_of;
 } mf_context_params;
 
 mf_context_params mf_context_default_params(void);

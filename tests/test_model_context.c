@@ -183,10 +183,40 @@ int main(void) {
     remove(path);
     CHECK(mf_context_dump_graph(small, 1, 1, "svg", path) == MF_ERR_ARG);
 
-    free(ref);
     mf_context_free(tiny);
     mf_context_free(multi);
     mf_context_free(small);
+
+    /* Two contexts on one set of threads (threads_of), used in turn: each gives the logits of a
+     * context of its own, and either may be freed first. */
+    for (int order = 0; order < 2; order++) {
+        mf_context_params sp = test_context_params();
+        sp.n_ctx = 128, sp.kv_f32 = true, sp.n_threads = 3;
+        mf_context *a = NULL, *s = NULL;
+        CHECK(mf_context_create(m, &sp, &a) == MF_OK);
+        sp.n_threads = 1; /* ignored: the other's three */
+        sp.threads_of = a;
+        CHECK(mf_context_create(m, &sp, &s) == MF_OK);
+        if (!a || !s) {
+            mf_context_free(a), mf_context_free(s);
+            break;
+        }
+        CHECK(mf_context_n_threads(s) == 3);
+        double da = 0, ds = 0;
+        for (int32_t i = 0; i < NP; i++) {
+            mf_batch one = {.n_tokens = 1, .tokens = &prompt[i]};
+            CHECK(mf_context_decode(a, &one) == MF_OK && mf_context_decode(s, &one) == MF_OK);
+            da = fmax(da, max_diff(mf_context_logits(a, 0), ref + (size_t)i * V, V));
+            ds = fmax(ds, max_diff(mf_context_logits(s, 0), mf_context_logits(a, 0), V));
+        }
+        CHECKF(da < 1e-3 && ds == 0, "shared threads: %g from the reference, %g between the two", da, ds);
+        mf_context *first = order ? s : a, *second = order ? a : s;
+        mf_context_free(first);
+        mf_batch one = {.n_tokens = 1, .tokens = &prompt[0]};
+        CHECK(mf_context_decode(second, &one) == MF_OK); /* its threads outlive the other */
+        mf_context_free(second);
+    }
+    free(ref);
     mf_context_free(big);
     mf_model_free(m);
     return test_summary("test_model_context");

@@ -36,6 +36,10 @@ mf_cpu_cfg mf_cpu_cfg_for(mf_isa isa, mf_float_order order);
 
 /* The backend. n_threads >= 1. Its supports() accepts every op whose weight types have kernels. */
 mf_status mf_cpu_backend_create(int n_threads, const mf_cpu_cfg *cfg, mf_backend **out);
+/* The same on the threads of threads_of (a CPU backend: its pool is shared, n_threads ignored; the
+ * two backends' runs take turns), or on n_threads threads of its own where threads_of is NULL. */
+mf_status mf_cpu_backend_create_on(const mf_backend *threads_of, int n_threads, const mf_cpu_cfg *cfg,
+                                   mf_backend **out);
 int mf_cpu_backend_n_threads(const mf_backend *b);
 /* Whether the CPU can multiply by (or gather rows of) weights of this type. */
 bool mf_cpu_type_supported(mf_type t);

@@ -260,6 +260,11 @@ static void cpu_free(mf_backend *b) {
 }
 
 mf_status mf_cpu_backend_create(int n_threads, const mf_cpu_cfg *cfg, mf_backend **out) {
+    return mf_cpu_backend_create_on(NULL, n_threads, cfg, out);
+}
+
+mf_status mf_cpu_backend_create_on(const mf_backend *threads_of, int n_threads, const mf_cpu_cfg *cfg,
+                                   mf_backend **out) {
     *out = NULL;
     mf_backend *b = mf_calloc(1, sizeof *b);
     cpu_impl *c = mf_calloc(1, sizeof *c);
@@ -269,7 +274,11 @@ mf_status mf_cpu_backend_create(int n_threads, const mf_cpu_cfg *cfg, mf_backend
         return MF_ERR_NOMEM;
     }
     c->cfg = *cfg;
-    mf_status st = mf_pool_create(n_threads, &c->pool);
+    mf_status st = MF_OK;
+    if (threads_of && threads_of->free == cpu_free)
+        c->pool = mf_pool_retain(((const cpu_impl *)threads_of->impl)->pool);
+    else
+        st = mf_pool_create(n_threads, &c->pool);
     if (st) {
         free(b);
         free(c);

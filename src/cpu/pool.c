@@ -32,6 +32,8 @@ typedef struct worker {
 
 struct mf_pool {
     int n_threads;
+    atomic_int refs;       /* owners (mf_pool_retain) */
+    pthread_mutex_t run_mu; /* one run at a time, whoever its caller */
     worker *workers; /* n_threads - 1 */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -79,6 +81,8 @@ mf_status mf_pool_create(int n_threads, mf_pool **out) {
     mf_pool *p = mf_calloc(1, sizeof *p);
     if (!p) return MF_ERR_NOMEM;
     p->n_threads = n_threads;
+    atomic_init(&p->refs, 1);
+    pthread_mutex_init(&p->run_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     atomic_init(&p->gen, 0);
@@ -106,8 +110,13 @@ mf_status mf_pool_create(int n_threads, mf_pool **out) {
     return MF_OK;
 }
 
+mf_pool *mf_pool_retain(mf_pool *p) {
+    atomic_fetch_add(&p->refs, 1);
+    return p;
+}
+
 void mf_pool_free(mf_pool *p) {
-    if (!p) return;
+    if (!p || atomic_fetch_sub(&p->refs, 1) > 1) return;
     atomic_store(&p->stop, true);
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->cv);
@@ -115,6 +124,7 @@ void mf_pool_free(mf_pool *p) {
     if (p->workers)
         for (int i = 1; i < p->n_threads; i++) pthread_join(p->workers[i - 1].thread, NULL);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->run_mu);
     pthread_cond_destroy(&p->cv);
     free(p->workers);
     free(p);
@@ -127,6 +137,7 @@ void mf_pool_run(mf_pool *p, mf_pool_fn fn, void *arg) {
         fn(arg, 0, 1);
         return;
     }
+    pthread_mutex_lock(&p->run_mu);
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->pending, p->n_threads - 1);
@@ -143,4 +154,5 @@ void mf_pool_run(mf_pool *p, mf_pool_fn fn, void *arg) {
         else
             sched_yield();
     }
+    pthread_mutex_unlock(&p->run_mu);
 }

@@ -13,10 +13,12 @@ typedef struct mf_pool mf_pool;
 
 /* n_threads >= 1 (the caller counts as one). */
 mf_status mf_pool_create(int n_threads, mf_pool **out);
-void mf_pool_free(mf_pool *p); /* accepts NULL; joins the workers */
+/* One more owner of p (a second backend running on the same threads); returns p. */
+mf_pool *mf_pool_retain(mf_pool *p);
+void mf_pool_free(mf_pool *p); /* accepts NULL; the last owner's call joins the workers */
 int mf_pool_n_threads(const mf_pool *p);
-/* Run fn(arg, i, n) for i in [0, n) on the pool's threads and wait for all. Not reentrant: one
- * run at a time per pool. */
+/* Run fn(arg, i, n) for i in [0, n) on the pool's threads and wait for all. Not reentrant (fn must
+ * not run the pool); runs from several threads take turns. */
 void mf_pool_run(mf_pool *p, mf_pool_fn fn, void *arg);
 
 /* Rows [*r0, *r1) of n for share ith of nth (contiguous, balanced). */

@@ -86,6 +86,7 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
         return mf_fail(MF_ERR_ARG, "context size %d: must be in [1, %d]", p.n_ctx, 1 << 24);
     if (p.n_ubatch < 1 || p.n_ubatch > 8192)
         return mf_fail(MF_ERR_ARG, "ubatch %d: must be in [1, 8192]", p.n_ubatch);
+    if (p.threads_of) p.n_threads = p.threads_of->p.n_threads;
     if (p.n_threads == 0) p.n_threads = default_threads();
     if (p.n_threads < 1 || p.n_threads > 1024)
         return mf_fail(MF_ERR_ARG, "thread count %d: must be in [1, 1024]", p.n_threads);
@@ -102,7 +103,9 @@ mf_status mf_context_create(const mf_model *m, const mf_context_params *params, 
     c->m = m;
     c->p = p;
     const mf_cpu_cfg cfg = mf_cpu_cfg_for(p.isa, p.order);
-    mf_status st = mf_cpu_backend_create(p.n_threads, &cfg, &c->backends[0]);
+    mf_status st = mf_cpu_backend_create_on(p.threads_of ? p.threads_of->backends[0] : NULL, p.n_threads, &cfg,
+                                            &c->backends[0]);
+    c->p.threads_of = NULL; /* the threads are this context's too now; the other may go first */
     if (st) goto fail;
     c->n_backends = 1; /* priority order: a CUDA backend, when built, goes first */
     st = mf_kv_init(&c->kv, m->hp.n_layer, p.n_ctx, m->hp.n_head_kv, m->hp.head_dim,

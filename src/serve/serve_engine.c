@@ -603,6 +603,8 @@ mf_status serve_engine_create(serve *s, serve_engine **out) {
     if (!st && s->draft) { /* the draft's context: one sequence per slot, the same room */
         mf_context_params dp = cp;
         if (s->p->spec.draft_threads > 0) dp.n_threads = s->p->spec.draft_threads;
+        /* the engine's threads where as many are asked for (the engine runs one model at a time) */
+        if (dp.n_threads == 0 || dp.n_threads == mf_context_n_threads(e->ctx)) dp.threads_of = e->ctx;
         st = mf_context_create(s->draft, &dp, &e->dctx);
     }
     const size_t nb = (size_t)s->p->n_batch;

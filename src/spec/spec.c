@@ -38,6 +38,9 @@ struct mf_spec {
     int32_t *dbseq;   /* [n_ctx] draft_seq for every token of a draft batch */
     /* the round drafted and not yet accepted: its batch size (0: none), depth, drafts, draft decodes */
     int32_t r_n, r_k, r_draft, r_ddec;
+    /* its draft model's work: the catch-up decode (tokens, seconds), then the generating decodes */
+    int32_t r_ncatch;
+    double r_tcatch, r_tgen;
     bool timed;       /* driven by mf_spec_next, which measures its passes */
     int32_t *rtok;    /* [draft_max + 1] the round's drawn tokens */
     size_t *rend;     /* [draft_max + 1] where each one's text ends */
@@ -166,6 +169,9 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
         mf_context_params cp = mf_context_default_params();
         cp.n_ctx = s->n_ctx;
         cp.n_threads = p->draft_threads ? p->draft_threads : mf_context_n_threads(ctx);
+        /* the target's own threads where as many are asked for: two sets would wait for work on the
+         * same cores while the other model runs */
+        if (cp.n_threads == mf_context_n_threads(ctx)) cp.threads_of = ctx;
         cp.isa = mf_context_isa(ctx);
         cp.order = mf_context_order(ctx);
         if ((st = mf_context_create(p->draft, &cp, &s->dctx))) {
@@ -338,8 +344,11 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
         if (st) return st;
     }
     mf_batch b = {.n_tokens = s->n_hist - s->n_dkv, .tokens = s->hist + s->n_dkv, .seq = s->dbseq};
+    const double t0 = mf_time_s();
     mf_status st = mf_context_decode(s->dctx, &b);
     if (st) return st;
+    const double t1 = mf_time_s();
+    s->r_ncatch = b.n_tokens, s->r_tcatch = t1 - t0;
     s->n_dkv = s->n_hist;
     int32_t m = 0;
     while (m < k) {
@@ -360,6 +369,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
         (*n_decoded)++;
     }
     *n_out = m;
+    s->r_tgen = mf_time_s() - t1;
     return MF_OK;
 }
 
@@ -605,7 +615,6 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     s->timed = true;
     const int32_t *toks;
     int32_t n;
-    const double t0 = mf_time_s();
     mf_status st = mf_spec_draft(s, &toks, &n);
     if (st) return st;
     const double t1 = mf_time_s();
@@ -621,7 +630,11 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
         s->st.verify_s += t2 - t1;
         if (n_draft == 0) decay(&s->m_t1, t2 - t1);
         else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
-        if (k > 0 && s->dctx) decay(&s->m_td, (t1 - t0) / (n_draft > 0 ? n_draft : 1)); /* failed attempts too */
+        /* a draft step's time, which a drafted token costs when drafting goes on round after round:
+         * its generating decodes', or a catch-up of one or two tokens (a steady round's); the longer
+         * catch-up after plain rounds is the price of coming back, not of a draft token */
+        if (k > 0 && s->dctx && (s->r_ddec > 0 || s->r_ncatch <= 2))
+            decay(&s->m_td, s->r_ddec > 0 ? s->r_tgen / s->r_ddec : s->r_tcatch);
     }
     *text = rd.text, *len = rd.len, *reason = rd.reason, *context_full = rd.context_full;
     return MF_OK;
