@@ -260,10 +260,12 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
 
 /* Up to Q8G_FEW tokens (a decode step, a speculative verification, a server step of a few sequences)
  * straight from a packed weight: no panel slice. Each block's weights and start values are formed in
- * registers for up to two tokens at a time (16 accumulators), a further pair reading the panel again
- * from cache; the first pass streams the panel, fetching eight blocks ahead. The float steps are
- * q8g_tile's, so the outputs are its bits. ab, da: the tokens' biased activations and scales
- * (q8g_prepare). */
+ * registers for up to two tokens at a time (16 accumulators), each further pair reading the panel
+ * again from cache; the first pass streams the panel, fetching eight blocks ahead. The float steps
+ * are q8g_tile's, so the outputs are its bits. ab, da: the tokens' biased activations and scales
+ * (q8g_prepare). Ahead of the packed GEMM through 16 tokens (Zen 4, bench_gemm --cold --packed
+ * --threads 2 q8_0 4864 896 N: 1 token 0.13 against 0.26 ms, 8 0.34 against 0.39, 16 0.50 against
+ * 0.56; 24 level). */
 #define Q8G_FEW 16
 
 static inline __attribute__((always_inline)) void q8g_few_pass(const int T, const uint8_t *p, int64_t nb, bool q5,
