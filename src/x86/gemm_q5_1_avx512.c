@@ -30,11 +30,7 @@ static const mf_cpu_gemm gemm;
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    const bool packed = mf_cpu_gemm_packed(&gemm, w);
-    if (packed && nt <= Q1G_FEW)
-        q1g_few(w, o0, o1, act, act_row, nt, y, ldy, scratch, true);
-    else
-        q1g_run(repack, unpack, packed, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q1g_run(repack, unpack, mf_cpu_gemm_packed(&gemm, w), true, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* min_tokens 2: 1 thread, 2 tokens, N x K 4864 x 896: 0.16 vs 0.17 ms for the ordered dots (eight

@@ -29,11 +29,7 @@ static const mf_cpu_gemm gemm;
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    const bool packed = mf_cpu_gemm_packed(&gemm, w);
-    if (packed && nt <= Q8G_FEW)
-        q8g_few(w, o0, o1, act, act_row, nt, y, ldy, scratch, false);
-    else
-        q8g_run(repack, unpack, packed, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8g_run(repack, unpack, mf_cpu_gemm_packed(&gemm, w), false, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 static const mf_cpu_gemm gemm = {

@@ -368,12 +368,16 @@ static inline __attribute__((always_inline)) void q8g_tile_at(const int T, const
 
 typedef void q8g_unpack_fn(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel, const uint8_t *ahead);
 
-/* The GEMM's run (cpu_gemm.h): panels from the packed layout (unpack) where w has it, else from the
- * file's blocks (repack). */
+/* The GEMM's run (cpu_gemm.h): a few tokens straight from the packed layout where w has it
+ * (q8g_few), else panels unpacked from it (unpack) or from the file's blocks (repack). */
 static inline __attribute__((always_inline)) void q8g_run(q8g_repack_fn *repack, q8g_unpack_fn *unpack, bool packed,
-                                                          const mf_weight *w, int64_t o0, int64_t o1,
+                                                          bool q5, const mf_weight *w, int64_t o0, int64_t o1,
                                                           const uint8_t *act, size_t act_row, int64_t nt, float *y,
                                                           size_t ldy, void *scratch) {
+    if (packed && nt <= Q8G_FEW) {
+        q8g_few(w, o0, o1, act, act_row, nt, y, ldy, scratch, q5);
+        return;
+    }
     const int64_t nb = w->ne[0] / 32, max_chunk = q8g_max_chunk(nb);
     uint8_t *panel = scratch;
     __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q8G_SLICE) * Q8G_BLOCK_BYTES);

@@ -360,12 +360,16 @@ static inline __attribute__((always_inline)) void q1g_few(const mf_weight *w, in
 
 typedef void q1g_unpack_fn(const uint8_t *p, int64_t i0, int64_t i1, uint8_t *panel, const uint8_t *ahead);
 
-/* The GEMM's run (cpu_gemm.h): panels from the packed layout (unpack) where w has it, else from the
- * file's blocks (repack). */
+/* The GEMM's run (cpu_gemm.h): a few tokens straight from the packed layout where w has it
+ * (q1g_few), else panels unpacked from it (unpack) or from the file's blocks (repack). */
 static inline __attribute__((always_inline)) void q1g_run(q1g_repack_fn *repack, q1g_unpack_fn *unpack, bool packed,
-                                                          const mf_weight *w, int64_t o0, int64_t o1,
+                                                          bool has_qh, const mf_weight *w, int64_t o0, int64_t o1,
                                                           const uint8_t *act, size_t act_row, int64_t nt, float *y,
                                                           size_t ldy, void *scratch) {
+    if (packed && nt <= Q1G_FEW) {
+        q1g_few(w, o0, o1, act, act_row, nt, y, ldy, scratch, has_qh);
+        return;
+    }
     const int64_t nb = w->ne[0] / 32, max_chunk = q1g_max_chunk(nb);
     uint8_t *panel = scratch;
     __m512 *state = (__m512 *)(panel + (size_t)MF_MIN(nb, Q1G_SLICE) * Q1G_BLOCK_BYTES);
