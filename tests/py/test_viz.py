@@ -92,6 +92,20 @@ def click(d, css):
     d.find_element(By.CSS_SELECTOR, css).click()
 
 
+def click_fresh(d, css, index):
+    """Clicks the index-th element matching css, finding it again if a redraw replaced it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    end = time.time() + 30 * SLOW
+    while True:
+        try:
+            d.find_elements(By.CSS_SELECTOR, css)[index].click()
+            return
+        except StaleElementReferenceException:
+            if time.time() > end:
+                raise
+            time.sleep(0.05)
+
+
 def shot(d, name):
     d.save_screenshot(os.path.join(SHOTS, name + ".png"))
 
@@ -128,7 +142,7 @@ def test_page_views_and_live_run(viz, browser):
     assert int(d.execute_script("return document.querySelector('#ops-svg').dataset.nodes")) == outside + sum(layer_of(n) == 1 for n in graph["nodes"])
     click(d, "#ops-open-all")
     wait(d, f"document.querySelector('#ops-svg').dataset.nodes == '{len(graph['nodes'])}' && " + ENGINE + " == 'graphviz'")
-    d.find_elements(By.CSS_SELECTOR, ".op-node")[7].click()
+    click_fresh(d, ".op-node", 7)
     assert graph["nodes"][7]["name"] in d.find_element(By.ID, "panel").text
     shot(d, "operators")
 
@@ -175,7 +189,10 @@ def test_page_views_and_live_run(viz, browser):
     assert st["t"] > 0 and st["bytes"] > 0 and st["heat"]["r"] >= 1 and st["nan"] == 0
     shot(d, "pipeline-after-run")
     click(d, '[data-view="operators"]')
-    d.find_elements(By.CSS_SELECTOR, ".op-node")[-1].click()
+    # the graph shown is now the decode pass's: its blocks are laid out by Graphviz on their way in
+    # (the page redraws when each arrives), so wait for the final drawing before clicking in it
+    wait(d, "document.querySelector('#ops-svg') && " + ENGINE + " == 'graphviz'")
+    click_fresh(d, ".op-node", -1)
     assert "logits top-5" in d.find_element(By.ID, "panel").text
     assert "GB/s" in d.find_element(By.ID, "panel").text
     shot(d, "operators-after-run")
