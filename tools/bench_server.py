@@ -94,7 +94,8 @@ def stream(port, prompt, n_gen, seed, out, start_evt=None, first_evt=None):
         stream_once(port, prompt, n_gen, seed, out, first_evt)
     except (OSError, http.client.HTTPException, ValueError) as e:
         out["error"] = f"{type(e).__name__}: {e}"
-        if first_evt:
+    finally:
+        if first_evt:  # whoever waits for the first token is not left waiting by a stream that gave none
             first_evt.set()
 
 
