@@ -112,8 +112,189 @@ static void load_tile(const mf_kv_cache *kv, const uint8_t *region, const int32_
     if (n8 > n) memset(dst + n * hdp, 0, (size_t)(n8 - n) * (size_t)hdp * sizeof(float));
 }
 
+/* ---- the same tile for a few rows ----
+ * A decode step's tile holds one token's GQA group: 1 to 4 rows in many models (MHA, Llama 3's 4,
+ * SmolLM2's 3). With rows as lanes most of a score vector's 16 lanes would be idle, and every score
+ * step broadcast a K value. With at most 4 rows the scores take cells as lanes instead: the K tile
+ * transposed in chunks of 16 cells, four chunks against each row's query vector at d. Every float
+ * step is the wide tile's, value by value: a score is the same fma chain over d, the exps are
+ * lane-wise, each row's sum adds its cells one at a time in order, o += p . V reads p per row; the
+ * maxima are exact whatever the grouping. So a row's bits do not depend on which tile ran it
+ * (test_cpu_attn: 4- and 8-row tiles against the wide ones, and random splits).
+ * bench_attn --nt 1, one thread, Zen 4, ms a layer: 3 rows (SmolLM2: --nh 9 --nkv 3, depth 1000,
+ * 30 layers' caches) 0.145 -> 0.115; 4 rows of 128 (Llama 3 8B, depth 4096, 8 layers) 4.58 -> 4.05;
+ * 1 row of 128 (MHA, 32 heads, depth 2048, 4 layers) 8.5 -> 7.2; in cache, 3 rows at depth 300
+ * 0.036 -> 0.026. With 5 to 8 rows (the 0.5B's 7) it measured level in cache and 14 % slower with
+ * the caches coming from memory, so the wide tile keeps those. */
+
+/* The K tile (ce8 rows of hdp floats) in chunks of 16 cells: chunk h holds, for each d < hdp, the
+ * chunk's 16 cells' values at d (cells past ce8 zero). */
+static void transpose_tile(const float *kf, int ce8, int64_t hdp, float *kT) {
+    for (int c0 = 0; c0 < ce8; c0 += 16) {
+        float *ch = kT + (size_t)c0 * hdp;
+        for (int64_t d0 = 0; d0 < hdp; d0 += 16) {
+            __m512 x[16];
+            for (int i = 0; i < 16; i++)
+                x[i] = c0 + i < ce8 ? _mm512_load_ps(kf + (c0 + i) * hdp + d0) : _mm512_setzero_ps();
+            transpose16(x);
+            for (int i = 0; i < 16; i++) _mm512_store_ps(ch + (d0 + i) * 16, x[i]);
+        }
+    }
+}
+
+/* Scores of NR rows against CH chunks of 16 cells (kT at the first): s[r][16 h + i] = sum_d
+ * k[16 h + i][d] * q[r][d], one fma chain over d each; s rows are 64 floats. The queries come as
+ * whole vectors, qb[d][r] (each row's value at d in all 16 lanes): the fma reads them from memory,
+ * where a broadcast per step would cost an instruction of its own. */
+static inline __attribute__((always_inline)) void scores_cells(const int NR, const int CH, const float *kT,
+                                                               int64_t hdp, int64_t hd, const float *qb, float *s) {
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int h = 0; h < CH; h++) acc[r][h] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d++) {
+        __m512 k[4];
+        for (int h = 0; h < CH; h++) k[h] = _mm512_load_ps(kT + (size_t)h * 16 * hdp + d * 16);
+        for (int r = 0; r < NR; r++) {
+            const __m512 qv = _mm512_load_ps(qb + (d * NR + r) * 16);
+            for (int h = 0; h < CH; h++) acc[r][h] = _mm512_fmadd_ps(k[h], qv, acc[r][h]);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int h = 0; h < CH; h++) _mm512_store_ps(s + r * 64 + 16 * h, acc[r][h]);
+}
+
+/* All chunks of a tile (n16 of them) for nr = NR rows, four at a time (NR x 4 accumulators); before
+ * each, as many cells of the next tile (from nx) are asked for. */
+static inline __attribute__((always_inline)) void scores_rows(const int NR, const mf_attn_params *ap,
+                                                              const mf_kv_cache *kv, const int32_t *list, int32_t nx,
+                                                              int32_t nmax, int32_t kvh, const float *kT, int n16,
+                                                              int64_t hdp, int64_t hd, const float *qb, float *s) {
+    const int CH = 4;
+    int h = 0;
+    for (; h + CH <= n16; h += CH) {
+        mf_cpu_attn_prefetch(kv, ap->layer, list, nx + 16 * h, MF_MIN(nx + 16 * (h + CH), nmax), kvh, hd);
+        scores_cells(NR, CH, kT + (size_t)h * 16 * hdp, hdp, hd, qb, s + 16 * h);
+    }
+    for (; h < n16; h++) {
+        mf_cpu_attn_prefetch(kv, ap->layer, list, nx + 16 * h, MF_MIN(nx + 16 * (h + 1), nmax), kvh, hd);
+        scores_cells(NR, 1, kT + (size_t)h * 16 * hdp, hdp, hd, qb, s + 16 * h);
+    }
+}
+
+/* o[r0 + i][d0 + 16 j] += sum_c p[r0 + i][c] * v[c][d0 + 16 j], i < 4, j < nd: pv_block's steps,
+ * p rows of 64 floats. */
+static inline __attribute__((always_inline)) void pv_block_rows(float *o, int64_t hdp, const float *p, const float *vf,
+                                                                int nc8, int r0, int64_t d0, int nd) {
+    __m512 acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < nd; j++) acc[i][j] = _mm512_load_ps(o + (r0 + i) * hdp + d0 + 16 * j);
+    for (int c = 0; c < nc8; c++) {
+        __m512 v[4];
+        for (int j = 0; j < nd; j++) v[j] = _mm512_load_ps(vf + c * hdp + d0 + 16 * j);
+        for (int i = 0; i < 4; i++) {
+            const __m512 pc = _mm512_set1_ps(p[(r0 + i) * 64 + c]);
+            for (int j = 0; j < nd; j++) acc[i][j] = _mm512_fmadd_ps(pc, v[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < nd; j++) _mm512_store_ps(o + (r0 + i) * hdp + d0 + 16 * j, acc[i][j]);
+}
+
+/* The few-row tile's query vectors: 16 floats per row and dimension (4 rows of 128, or fewer rows
+ * of a longer head: tile_few's condition), a tile buffer's size. */
+#define MF_ATTN_FEW_Q (16 * 512)
+
+static void tile_few(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out, int32_t kvh,
+                     const int64_t *rows, int nr) {
+    const int64_t hd = ap->head_dim, nh = ap->n_head, hdp = (hd + 15) & ~(int64_t)15;
+    const int bc = mf_cpu_attn_tile_cells(hd), nr4 = (nr + 3) & ~3;
+    const int32_t *list = kv->view.list[rows[0] / nh];
+    _Alignas(64) float kf[MF_ATTN_TILE_FLOATS], kT[MF_ATTN_TILE_FLOATS], vf[MF_ATTN_TILE_FLOATS],
+        qd[MF_ATTN_FEW_Q], o[MF_ATTN_TILE_FLOATS], sp[4 * 64], lane[16];
+    int32_t rn[4], nmax = 0;
+    float m[4], l[4];
+    for (int r = 0; r < nr; r++) {
+        rn[r] = kv->view.n[rows[r] / nh];
+        nmax = MF_MAX(nmax, rn[r]);
+        m[r] = -INFINITY, l[r] = 0.0f;
+    }
+    for (int64_t d = 0; d < hd; d++)
+        for (int r = 0; r < nr; r++) _mm512_store_ps(qd + (d * nr + r) * 16, _mm512_set1_ps(q[rows[r] * hd + d] * ap->scale));
+    memset(o, 0, (size_t)nr4 * (size_t)hdp * sizeof(float));
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int32_t j0 = 0; j0 < nmax; j0 += bc) {
+        const int ce = (int)MF_MIN(bc, nmax - j0), ce8 = (ce + 7) & ~7, n16 = (ce8 + 15) / 16;
+        load_tile(kv, kv->k[ap->layer], list + j0, ce, ce8, kvh, hd, hdp, kf);
+        load_tile(kv, kv->v[ap->layer], list + j0, ce, ce8, kvh, hd, hdp, vf);
+        transpose_tile(kf, ce8, hdp, kT);
+        switch (nr) {
+        case 1: scores_rows(1, ap, kv, list, j0 + bc, nmax, kvh, kT, n16, hdp, hd, qd, sp); break;
+        case 2: scores_rows(2, ap, kv, list, j0 + bc, nmax, kvh, kT, n16, hdp, hd, qd, sp); break;
+        case 3: scores_rows(3, ap, kv, list, j0 + bc, nmax, kvh, kT, n16, hdp, hd, qd, sp); break;
+        default: scores_rows(4, ap, kv, list, j0 + bc, nmax, kvh, kT, n16, hdp, hd, qd, sp); break;
+        }
+        /* per row: mask, maximum, p = exp(s - mu) and the sum of the ce8 cells in order */
+        _Alignas(64) float dm[16] = {0}, mus[4];
+        float sums[4];
+        for (int r = 0; r < nr; r++) {
+            float *sr = sp + r * 64;
+            const int vis = (int)MF_MAX(0, MF_MIN(ce, rn[r] - j0)); /* cells [0, vis) of the tile */
+            __m512 mt = ninf;
+            for (int c = 0; c < ce8; c += 16) {
+                const __mmask16 k = _mm512_cmplt_epi32_mask(_mm512_add_epi32(iota, _mm512_set1_epi32(c)),
+                                                            _mm512_set1_epi32(vis));
+                const __m512 x = _mm512_mask_mov_ps(ninf, k, _mm512_load_ps(sr + c));
+                _mm512_store_ps(sr + c, x);
+                mt = _mm512_max_ps(mt, x);
+            }
+            const float mn = fmaxf(m[r], _mm512_reduce_max_ps(mt));
+            mus[r] = mn == -INFINITY ? 0.0f : mn;
+            dm[r] = m[r] - mus[r];
+            m[r] = mn;
+            const __m512 mu = _mm512_set1_ps(mus[r]);
+            for (int c = 0; c < ce8; c += 16) _mm512_store_ps(sr + c, mf_exp_ord16(_mm512_sub_ps(_mm512_load_ps(sr + c), mu)));
+            float sum = 0.0f;
+            for (int c = 0; c < ce8; c++) sum += sr[c];
+            sums[r] = sum;
+        }
+        _mm512_store_ps(lane, mf_exp_ord16(_mm512_load_ps(dm))); /* alpha, lane-wise as the wide tile's */
+        for (int r = 0; r < nr; r++) {
+            const float a = lane[r];
+            l[r] = fmaf(l[r], a, sums[r]);
+            if (a == 1.0f) continue;
+            const __m512 av = _mm512_set1_ps(a);
+            for (int64_t d = 0; d < hdp; d += 16)
+                _mm512_store_ps(o + r * hdp + d, _mm512_mul_ps(av, _mm512_load_ps(o + r * hdp + d)));
+        }
+        for (int r = nr; r < nr4; r++) memset(sp + r * 64, 0, 64 * sizeof(float));
+        for (int r0 = 0; r0 < nr4; r0 += 4) {
+            int64_t d0 = 0;
+            for (; d0 + 64 <= hdp; d0 += 64) pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 4);
+            switch ((hdp - d0) / 16) {
+            case 3: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 3); break;
+            case 2: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 2); break;
+            case 1: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 1); break;
+            default: break;
+            }
+        }
+    }
+    const int64_t nfull = hd & ~(int64_t)15;
+    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
+    for (int r = 0; r < nr; r++) {
+        const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+        float *y = out + rows[r] * hd;
+        for (int64_t d = 0; d < nfull; d += 16) _mm512_storeu_ps(y + d, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + d), inv));
+        if (tail) _mm512_mask_storeu_ps(y + nfull, tail, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + nfull), inv));
+    }
+}
+
 void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
                              int32_t kvh, const int64_t *rows, int nr) {
+    if (nr <= 4 && nr * ap->head_dim * 16 <= MF_ATTN_FEW_Q) {
+        tile_few(ap, kv, q, out, kvh, rows, nr);
+        return;
+    }
     const int64_t hd = ap->head_dim, nh = ap->n_head, hdp = (hd + 15) & ~(int64_t)15;
     const int bc = mf_cpu_attn_tile_cells(hd), nrv = (nr + 15) / 16, nr4 = (nr + 3) & ~3;
     const int32_t *list = kv->view.list[rows[0] / nh];
