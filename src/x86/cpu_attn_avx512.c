@@ -44,9 +44,11 @@ static inline __attribute__((always_inline)) void scores8(const float *kf, int64
     for (int i = 0; i < 8; i++) _mm512_store_ps(s + i * 32, a0[i]);
 }
 
-/* o[r0 + i][d0 + 16 j] += sum_c p[c][r0 + i] * v[c][d0 + 16 j], i < 4, j < ND, c < nc8. */
-static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp, const float *p, const float *vf,
-                                                           int nc8, int r0, int64_t d0, int nd) {
+/* o[r0 + i][d0 + 16 j] += sum_c p(c, r0 + i) * v[c][d0 + 16 j], i < 4, j < nd, c < nc8, with
+ * p(c, r) = p[c * cs + r * rs] (the wide tile's cells x rows, the few-row tile's rows x cells). */
+static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp, const float *p, const int cs,
+                                                           const int rs, const float *vf, int nc8, int r0, int64_t d0,
+                                                           int nd) {
     __m512 acc[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < nd; j++) acc[i][j] = _mm512_load_ps(o + (r0 + i) * hdp + d0 + 16 * j);
@@ -54,12 +56,50 @@ static inline __attribute__((always_inline)) void pv_block(float *o, int64_t hdp
         __m512 v[4];
         for (int j = 0; j < nd; j++) v[j] = _mm512_load_ps(vf + c * hdp + d0 + 16 * j);
         for (int i = 0; i < 4; i++) {
-            const __m512 pc = _mm512_set1_ps(p[c * 32 + r0 + i]);
+            const __m512 pc = _mm512_set1_ps(p[c * cs + (r0 + i) * rs]);
             for (int j = 0; j < nd; j++) acc[i][j] = _mm512_fmadd_ps(pc, v[j], acc[i][j]);
         }
     }
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < nd; j++) _mm512_store_ps(o + (r0 + i) * hdp + d0 + 16 * j, acc[i][j]);
+}
+
+/* o += p . V for rows [0, nr4) (a multiple of 4), four rows and up to 64 dimensions at a time. */
+static inline __attribute__((always_inline)) void pv_rows(float *o, int64_t hdp, const float *p, const int cs,
+                                                          const int rs, const float *vf, int nc8, int nr4) {
+    for (int r0 = 0; r0 < nr4; r0 += 4) {
+        int64_t d0 = 0;
+        for (; d0 + 64 <= hdp; d0 += 64) pv_block(o, hdp, p, cs, rs, vf, nc8, r0, d0, 4);
+        switch ((hdp - d0) / 16) {
+        case 3: pv_block(o, hdp, p, cs, rs, vf, nc8, r0, d0, 3); break;
+        case 2: pv_block(o, hdp, p, cs, rs, vf, nc8, r0, d0, 2); break;
+        case 1: pv_block(o, hdp, p, cs, rs, vf, nc8, r0, d0, 1); break;
+        default: break;
+        }
+    }
+}
+
+/* Rows whose max grew (alpha[r] < 1; exactly 1 otherwise) rescaled. */
+static void rescale_rows(float *o, int64_t hdp, const float *alpha, int nr) {
+    for (int r = 0; r < nr; r++) {
+        if (alpha[r] == 1.0f) continue;
+        const __m512 a = _mm512_set1_ps(alpha[r]);
+        for (int64_t d = 0; d < hdp; d += 16)
+            _mm512_store_ps(o + r * hdp + d, _mm512_mul_ps(a, _mm512_load_ps(o + r * hdp + d)));
+    }
+}
+
+/* out rows = o rows / their sums (0 where a row saw nothing). */
+static void finish_rows(const float *o, int64_t hdp, const float *lsum, const int64_t *rows, int nr, int64_t hd,
+                        float *out) {
+    const int64_t nfull = hd & ~(int64_t)15;
+    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
+    for (int r = 0; r < nr; r++) {
+        const __m512 inv = _mm512_set1_ps(lsum[r] > 0.0f ? 1.0f / lsum[r] : 0.0f);
+        float *y = out + rows[r] * hd;
+        for (int64_t d = 0; d < nfull; d += 16) _mm512_storeu_ps(y + d, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + d), inv));
+        if (tail) _mm512_mask_storeu_ps(y + nfull, tail, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + nfull), inv));
+    }
 }
 
 /* 16 x 16 transpose: x[i][j] -> x[j][i] (pairs, then quads within 128-bit lanes, then lanes). */
@@ -181,25 +221,6 @@ static inline __attribute__((always_inline)) void scores_rows(const int NR, cons
     }
 }
 
-/* o[r0 + i][d0 + 16 j] += sum_c p[r0 + i][c] * v[c][d0 + 16 j], i < 4, j < nd: pv_block's steps,
- * p rows of 64 floats. */
-static inline __attribute__((always_inline)) void pv_block_rows(float *o, int64_t hdp, const float *p, const float *vf,
-                                                                int nc8, int r0, int64_t d0, int nd) {
-    __m512 acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < nd; j++) acc[i][j] = _mm512_load_ps(o + (r0 + i) * hdp + d0 + 16 * j);
-    for (int c = 0; c < nc8; c++) {
-        __m512 v[4];
-        for (int j = 0; j < nd; j++) v[j] = _mm512_load_ps(vf + c * hdp + d0 + 16 * j);
-        for (int i = 0; i < 4; i++) {
-            const __m512 pc = _mm512_set1_ps(p[(r0 + i) * 64 + c]);
-            for (int j = 0; j < nd; j++) acc[i][j] = _mm512_fmadd_ps(pc, v[j], acc[i][j]);
-        }
-    }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < nd; j++) _mm512_store_ps(o + (r0 + i) * hdp + d0 + 16 * j, acc[i][j]);
-}
-
 /* The few-row tile's query vectors: 16 floats per row and dimension (4 rows of 128, or fewer rows
  * of a longer head: tile_few's condition), a tile buffer's size. */
 #define MF_ATTN_FEW_Q (16 * 512)
@@ -259,34 +280,12 @@ static void tile_few(const mf_attn_params *ap, const mf_kv_cache *kv, const floa
             sums[r] = sum;
         }
         _mm512_store_ps(lane, mf_exp_ord16(_mm512_load_ps(dm))); /* alpha, lane-wise as the wide tile's */
-        for (int r = 0; r < nr; r++) {
-            const float a = lane[r];
-            l[r] = fmaf(l[r], a, sums[r]);
-            if (a == 1.0f) continue;
-            const __m512 av = _mm512_set1_ps(a);
-            for (int64_t d = 0; d < hdp; d += 16)
-                _mm512_store_ps(o + r * hdp + d, _mm512_mul_ps(av, _mm512_load_ps(o + r * hdp + d)));
-        }
+        for (int r = 0; r < nr; r++) l[r] = fmaf(l[r], lane[r], sums[r]);
+        rescale_rows(o, hdp, lane, nr);
         for (int r = nr; r < nr4; r++) memset(sp + r * 64, 0, 64 * sizeof(float));
-        for (int r0 = 0; r0 < nr4; r0 += 4) {
-            int64_t d0 = 0;
-            for (; d0 + 64 <= hdp; d0 += 64) pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 4);
-            switch ((hdp - d0) / 16) {
-            case 3: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 3); break;
-            case 2: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 2); break;
-            case 1: pv_block_rows(o, hdp, sp, vf, ce8, r0, d0, 1); break;
-            default: break;
-            }
-        }
+        pv_rows(o, hdp, sp, 1, 64, vf, ce8, nr4);
     }
-    const int64_t nfull = hd & ~(int64_t)15;
-    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
-    for (int r = 0; r < nr; r++) {
-        const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
-        float *y = out + rows[r] * hd;
-        for (int64_t d = 0; d < nfull; d += 16) _mm512_storeu_ps(y + d, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + d), inv));
-        if (tail) _mm512_mask_storeu_ps(y + nfull, tail, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + nfull), inv));
-    }
+    finish_rows(o, hdp, l, rows, nr, hd, out);
 }
 
 void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, const float *q, float *out,
@@ -363,34 +362,12 @@ void mf_cpu_attn_tile_avx512(const mf_attn_params *ap, const mf_kv_cache *kv, co
             m[v] = mn;
             _mm512_store_ps(alpha + 16 * v, al);
         }
-        /* rescale the rows whose max grew (alpha < 1); alpha is exactly 1 otherwise */
-        for (int r = 0; r < nr; r++) {
-            if (alpha[r] == 1.0f) continue;
-            const __m512 a = _mm512_set1_ps(alpha[r]);
-            for (int64_t d = 0; d < hdp; d += 16)
-                _mm512_store_ps(o + r * hdp + d, _mm512_mul_ps(a, _mm512_load_ps(o + r * hdp + d)));
-        }
-        for (int r0 = 0; r0 < nr4; r0 += 4) {
-            int64_t d0 = 0;
-            for (; d0 + 64 <= hdp; d0 += 64) pv_block(o, hdp, sp, vf, ce8, r0, d0, 4);
-            switch ((hdp - d0) / 16) {
-            case 3: pv_block(o, hdp, sp, vf, ce8, r0, d0, 3); break;
-            case 2: pv_block(o, hdp, sp, vf, ce8, r0, d0, 2); break;
-            case 1: pv_block(o, hdp, sp, vf, ce8, r0, d0, 1); break;
-            default: break;
-            }
-        }
+        rescale_rows(o, hdp, alpha, nr);
+        pv_rows(o, hdp, sp, 32, 1, vf, ce8, nr4);
     }
     _Alignas(64) float lr[MF_ATTN_MAX_ROWS];
     for (int v = 0; v < nrv; v++) _mm512_store_ps(lr + 16 * v, l[v]);
-    const int64_t nfull = hd & ~(int64_t)15;
-    const __mmask16 tail = (__mmask16)((1u << (hd & 15)) - 1);
-    for (int r = 0; r < nr; r++) {
-        const __m512 inv = _mm512_set1_ps(lr[r] > 0.0f ? 1.0f / lr[r] : 0.0f);
-        float *y = out + rows[r] * hd;
-        for (int64_t d = 0; d < nfull; d += 16) _mm512_storeu_ps(y + d, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + d), inv));
-        if (tail) _mm512_mask_storeu_ps(y + nfull, tail, _mm512_mul_ps(_mm512_load_ps(o + r * hdp + nfull), inv));
-    }
+    finish_rows(o, hdp, lr, rows, nr, hd, out);
 }
 
 /* ---- F32 cache in llama.cpp's order ----
