@@ -11,8 +11,12 @@ Cases (SmolLM2-135M-Instruct; scripts/smollm2.sh fetches it):
              copy dequantized with the gguf package
   poor       lookup and the Q4_0 draft on open-ended prompts (little to copy): adaptive depth must
              back off so that speculation costs at most a few percent
+  shape      the synthetic Qwen2.5-0.5B shape (tools/mkmodel.py, random weights, the benchmarks'
+             model): its F16 file as the target, its Q4_0 file (a third of the bytes) as the draft,
+             on all the prompts; both made and cached in --models-dir as tools/compare_llama.py
+             makes them. A step of this target reads its weights, so a cheap draft can pay.
 
-  tools/bench_spec.py [--bin build/minfer] [--cases lookup,draft,poor] [--target f16|q8_0] [-n 128]
+  tools/bench_spec.py [--bin build/minfer] [--cases lookup,draft,poor,shape] [--target f16|q8_0] [-n 128]
 """
 import argparse
 import os
@@ -107,6 +111,14 @@ def make_models(binary, src, cache, target_type):
     return out[target_type], out["q4_0"]
 
 
+def shape_models(binary, models_dir):
+    """The synthetic 0.5B shape's F16 and Q4_0 files, made as tools/compare_llama.py makes them."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compare_llama
+    ns = argparse.Namespace(models_dir=models_dir, llama_quantize=None, minfer=binary, quant_threads=os.cpu_count() or 2)
+    return compare_llama.make_model(ns, "qwen2-0.5b", "F16"), compare_llama.make_model(ns, "qwen2-0.5b", "Q4_0")
+
+
 def one(binary, model, prompt, n, extra):
     r = sh([binary, "run", model, prompt, "--temp", "0", "-n", str(n)] + extra, timeout=900)
     if r.returncode:
@@ -135,9 +147,11 @@ def case(binary, name, model, prompts, n, extra, reps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="build/minfer")
-    ap.add_argument("--cases", default="lookup,draft,poor")
+    ap.add_argument("--cases", default="lookup,draft,poor,shape")
     ap.add_argument("--target", default="f16", choices=["f16", "q8_0"])
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/minfer-bench"))
+    ap.add_argument("--models-dir", default=os.environ.get("MINFER_BENCH_MODELS", "/work/bench-models"),
+                    help="where the shape case's files are made and kept (as tools/compare_llama.py)")
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--reps", type=int, default=1, help="passes over the prompts (default 1: first runs only)")
     a = ap.parse_args()
@@ -155,6 +169,9 @@ def main():
         ok &= case(a.bin, "draft Q4_0 -> %s, open" % a.target.upper(), target, OPEN, a.n, ["-md", draft], a.reps)
     if "poor" in cases:
         ok &= case(a.bin, "lookup, open prompts (Q4_1)", smol, OPEN, a.n, ["--lookup"], a.reps)
+    if "shape" in cases:
+        target, draft = shape_models(a.bin, a.models_dir)
+        ok &= case(a.bin, "0.5B shape, Q4_0 -> F16", target, REWRITE + OPEN, a.n, ["-md", draft], a.reps)
     return 0 if ok else 1
 
 
