@@ -256,7 +256,7 @@ static void tile_few(const mf_attn_params *ap, const mf_kv_cache *kv, const floa
         default: scores_rows(4, ap, kv, list, j0 + bc, nmax, kvh, kT, n16, hdp, hd, qd, sp); break;
         }
         /* per row: mask, maximum, p = exp(s - mu) and the sum of the ce8 cells in order */
-        _Alignas(64) float dm[16] = {0}, mus[4];
+        _Alignas(64) float dm[16] = {0};
         float sums[4];
         for (int r = 0; r < nr; r++) {
             float *sr = sp + r * 64;
@@ -270,11 +270,11 @@ static void tile_few(const mf_attn_params *ap, const mf_kv_cache *kv, const floa
                 mt = _mm512_max_ps(mt, x);
             }
             const float mn = fmaxf(m[r], _mm512_reduce_max_ps(mt));
-            mus[r] = mn == -INFINITY ? 0.0f : mn;
-            dm[r] = m[r] - mus[r];
+            const float mu = mn == -INFINITY ? 0.0f : mn; /* rows that have seen nothing keep p at 0 */
+            dm[r] = m[r] - mu;
             m[r] = mn;
-            const __m512 mu = _mm512_set1_ps(mus[r]);
-            for (int c = 0; c < ce8; c += 16) _mm512_store_ps(sr + c, mf_exp_ord16(_mm512_sub_ps(_mm512_load_ps(sr + c), mu)));
+            const __m512 muv = _mm512_set1_ps(mu);
+            for (int c = 0; c < ce8; c += 16) _mm512_store_ps(sr + c, mf_exp_ord16(_mm512_sub_ps(_mm512_load_ps(sr + c), muv)));
             float sum = 0.0f;
             for (int c = 0; c < ce8; c++) sum += sr[c];
             sums[r] = sum;
