@@ -272,21 +272,21 @@ typedef enum mf_float_order { MF_ORDER_EXACT = 0, MF_ORDER_FAST } mf_float_order
 
 /* What a context tells mf_context_params.node_callback after each node of a forward pass (the
  * graph viewer's live run). Node ids are those of mf_context_dump_graph's export for a pass of the
- * same size (n_tokens rounded up to graph_tokens), so events line up with a graph export. */
+ * same size, so events line up with a graph export. */
 typedef struct mf_node_event {
     int32_t pass;          /* forward passes of this context before this one (0 for the first) */
     int32_t id;            /* node id in the graph export */
     const char *name;      /* "attn_norm-3", ... */
     const char *op;        /* op name as in the export: "matmul", "rms_norm", ... */
     bool decode;           /* a one-token graph (a decode step); else a prefill chunk */
-    int32_t n_tokens;      /* real tokens of the pass (the rest of graph_tokens is padding) */
-    int32_t graph_tokens;  /* the graph's token count */
+    int32_t n_tokens;      /* tokens of the pass */
+    int32_t graph_tokens;  /* the graph's token count: n_tokens (each pass runs a graph of its own size) */
     double seconds;        /* wall time of the node (the callback's own time not counted) */
     uint64_t bytes;        /* bytes the node reads and writes: weights, sources, output, and for attention
                             * the K/V cells it reads (an estimate: n_used cells of the cache) */
     uint64_t macs;         /* multiply-accumulates of matmul and attention; 0 for the other ops */
     int64_t ne[4];         /* output shape, ne[0] fastest, as in the export */
-    int64_t count;         /* output values of the real tokens (padding rows left out) */
+    int64_t count;         /* output values */
     double min, max, mean, rms; /* over the finite values among them; NaN when there are none */
     int64_t n_nan, n_inf;
     const float *data;     /* the count output values (ne[0] fastest), valid during the call only; NULL

@@ -75,8 +75,7 @@ int main(void) {
     for (int32_t r = 0; r < NP; r++) memcpy(ref + (size_t)r * V, mf_context_logits(big, r), (size_t)V * 4);
     CHECK(mf_context_logits(big, NP) == NULL && mf_context_seq_len(big, 0) == NP);
 
-    /* Chunks of 17 and 7 give the same logits (graphs of their own sizes; the padding of chunks of more
-     * than 32 tokens up to a multiple of 32: test_model_invariance). */
+    /* Chunks of 17 and 7 give the same logits (graphs of their own sizes). */
     mf_context *small = make_ctx(m, 17, 128);
     CHECK(mf_context_decode(small, &b) == MF_OK && mf_context_n_outputs(small) == NP);
     double d = 0;
@@ -103,6 +102,39 @@ int main(void) {
     mf_batch tail = {.n_tokens = 4, .tokens = prompt + NP - 4};
     CHECK(mf_context_decode(small, &tail) == MF_OK);
     CHECK(max_diff(mf_context_logits(small, 0), ref + (size_t)(NP - 1) * V, V) < 1e-3);
+
+    /* The cached graphs share one arena. Prompts of 1..NP tokens with their last logits, then with
+     * every logits row: 47 graphs, each larger than the ones before it in its series (the arena grows
+     * and the kept graphs are rebound), more than the cache's 32 (the least recently used are
+     * dropped). Then the last graphs of the first series run again: kept, rebound, still computing
+     * the reference. */
+    {
+        mf_context *sh = make_ctx(m, 512, 128);
+        int8_t every[NP];
+        memset(every, 1, sizeof every);
+        int32_t wrong = 0, rebuilt = -1;
+        for (int pass = 0; pass < 3; pass++) {
+            if (pass == 2) rebuilt = mf_context_n_graph_builds(sh);
+            for (int32_t s = pass == 2 ? NP - 7 : 1; s <= NP; s++) {
+                mf_context_seq_rm(sh, -1, 0, -1);
+                mf_batch sb = {.n_tokens = s, .tokens = prompt, .logits = pass == 1 ? every : NULL};
+                if (mf_context_decode(sh, &sb) != MF_OK) {
+                    wrong++;
+                    continue;
+                }
+                for (int32_t r = pass == 1 ? 0 : s - 1, o = 0; r < s; r++, o++)
+                    wrong += memcmp(mf_context_logits(sh, o), ref + (size_t)r * V, (size_t)V * sizeof(float)) != 0;
+            }
+        }
+        CHECKF(wrong == 0, "%d logits rows differ from one whole batch's", wrong);
+        CHECKF(mf_context_n_graph_builds(sh) == rebuilt, "the kept graphs were built again (%d builds)",
+               mf_context_n_graph_builds(sh) - rebuilt);
+        mf_context_seq_rm(sh, -1, 0, -1);
+        mf_batch two = {.n_tokens = 2, .tokens = prompt}; /* (2 tokens, 1 row): dropped, built again */
+        CHECK(mf_context_decode(sh, &two) == MF_OK && mf_context_n_graph_builds(sh) == rebuilt + 1);
+        CHECK(memcmp(mf_context_logits(sh, 0), ref + V, (size_t)V * sizeof(float)) == 0);
+        mf_context_free(sh);
+    }
 
     /* Two sequences in one batch, interleaved: seq 1 is the prompt, seq 2 its first 10 tokens. */
     mf_context *multi = make_ctx(m, 512, 128);

@@ -1,6 +1,6 @@
 /* test_model_invariance.c: batch invariance through the public API, on every fixture model: a
  * token's logits are bit-identical whether its prompt runs as one batch, in chunks of 1, 3, 7 or 64
- * tokens, with a small n_ubatch (chunks and bucket padding inside one decode), on 1 or 3 threads,
+ * tokens, with a small n_ubatch (chunks inside one decode), on 1 or 3 threads,
  * interleaved with the tokens of two or three other sequences in each batch, after a prefix shared
  * from another sequence, or after its state was saved and restored into another context. Checked for
  * both KV cache types, every instruction set this CPU runs and both float orders (the results may

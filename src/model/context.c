@@ -1,10 +1,10 @@
-/* context.c: a context: the KV cache, the backends, a small cache of built-scheduled-allocated
- * graphs, and the forward pass. A graph is keyed by (token bucket, output bucket); the context
- * size, backends and fusions are fixed per context. Token ids, positions, sequence ids, KV cells
- * and output rows are graph inputs, so one decode graph serves every decode step and nothing is
- * allocated per token. Inputs longer than n_ubatch run in chunks; a chunk's token count is rounded
- * up to a bucket (1, 2, 4, .., 32, then multiples of 32) and the padding tokens carry sequence -1:
- * they are neither stored in the cache nor seen by attention, and their rows are never outputs.
+/* context.c: a context: the KV cache, the backends, a small cache of built-and-scheduled graphs
+ * with one arena between them, and the forward pass. A graph is keyed by (tokens, outputs); the
+ * context size, backends and fusions are fixed per context. Token ids, positions, sequence ids, KV
+ * cells and output rows are graph inputs, so one decode graph serves every decode step and nothing
+ * is allocated per token. Inputs longer than n_ubatch run in chunks, each with a graph of exactly its
+ * own token and output counts: a padded token would cost a whole token's matmuls (a 33-token step run
+ * as 64 took 1.5x the time of 40 exact), and a graph costs 0.2-0.5 ms to build and schedule.
  *
  * A decode is atomic: the batch is checked and its cells reserved before anything runs, and a
  * failure part way releases them, so the cache is as before the call. */
@@ -21,12 +21,10 @@ _Static_assert(MF_FUSION_SWIGLU == MF_FUSE_SWIGLU && MF_FUSION_QKV_ROPE_STORE ==
                    MF_FUSION_ALL == MF_FUSE_ALL,
                "public fusion bits are the scheduler's");
 
-/* Graphs kept: each distinct chunk size of up to 32 tokens costs little memory (a few MB of arena),
- * so up to GRAPH_CACHE_SIZE of those, but at most GRAPH_CACHE_LARGE of more tokens (a prompt chunk's
- * arena grows with its tokens). */
-#define GRAPH_CACHE_SIZE 12
-#define GRAPH_CACHE_LARGE 4
-#define GRAPH_SMALL_TOKENS 32
+/* Graphs kept, least recently used out. A kept graph is its nodes and plan (some hundred KB): the
+ * arena and scratch they compute in are the context's, one of each, sized for the largest graph
+ * built so far, since one pass runs at a time and a pass's inputs are all written before it runs. */
+#define GRAPH_CACHE_SIZE 32
 
 typedef struct {
     bool used;
@@ -34,7 +32,6 @@ typedef struct {
     uint64_t last_use;
     mf_graph g;
     mf_plan plan;
-    void *arena, *work;
 } cached_graph;
 
 struct mf_context {
@@ -44,6 +41,8 @@ struct mf_context {
     int32_t n_backends;
     mf_kv_cache kv;
     cached_graph graphs[GRAPH_CACHE_SIZE];
+    void *arena, *work; /* shared by the cached graphs; bytes: */
+    size_t arena_cap, work_cap;
     uint64_t tick;
     int32_t n_builds;
     float *logits;
@@ -63,14 +62,6 @@ struct mf_context {
 mf_context_params mf_context_default_params(void) {
     return (mf_context_params){.n_ctx = 0, .n_ubatch = 512, .n_threads = 0, .kv_f32 = false,
                                .fusions = MF_FUSION_ALL};
-}
-
-/* A chunk's graph size: its token count up to 32 (decode steps of a few sequences, speculative
- * verifications: padding there costs a whole token's matmuls for each padded row, 5 tokens run as 8
- * took 1.8x the time of 4), then multiples of 32. */
-static int32_t bucket(int32_t n, int32_t cap) {
-    const int32_t b = n <= GRAPH_SMALL_TOKENS ? n : (n + 31) / 32 * 32;
-    return MF_MIN(b, MF_MAX(cap, n));
 }
 
 static int32_t default_threads(void) {
@@ -128,8 +119,6 @@ fail:
 static void drop_graph(cached_graph *cg) {
     mf_graph_free(&cg->g);
     mf_plan_free(&cg->plan);
-    mf_aligned_free(cg->arena);
-    mf_aligned_free(cg->work);
     memset(cg, 0, sizeof *cg);
 }
 
@@ -140,6 +129,8 @@ void mf_context_free(mf_context *c) {
         if (st) mf_log(MF_LOG_ERROR, "%s", mf_last_error());
     }
     for (int i = 0; i < GRAPH_CACHE_SIZE; i++) drop_graph(&c->graphs[i]);
+    mf_aligned_free(c->arena);
+    mf_aligned_free(c->work);
     for (int32_t i = 0; i < c->n_backends; i++) c->backends[i]->free(c->backends[i]);
     mf_kv_free(&c->kv);
     free(c->logits);
@@ -222,21 +213,38 @@ const float *mf_context_logits(const mf_context *c, int32_t i) {
 }
 
 
-/* Build and schedule a graph (not cached); alloc: also allocate its arena and scratch. */
+/* Grow the shared arena and scratch to hold plan's; a new arena rebinds every cached graph. On
+ * failure nothing changes. */
+static mf_status fit_memory(mf_context *c, const mf_plan *plan, int32_t n_tokens) {
+    void *arena = NULL, *work = NULL;
+    if (plan->arena_size > c->arena_cap && !(arena = mf_aligned_alloc(MF_ARENA_ALIGN, plan->arena_size))) goto nomem;
+    if (plan->work_size > c->work_cap && !(work = mf_aligned_alloc(MF_ARENA_ALIGN, plan->work_size))) goto nomem;
+    if (work) {
+        mf_aligned_free(c->work);
+        c->work = work, c->work_cap = plan->work_size;
+    }
+    if (arena) {
+        mf_aligned_free(c->arena);
+        c->arena = arena, c->arena_cap = plan->arena_size;
+        for (int i = 0; i < GRAPH_CACHE_SIZE; i++)
+            if (c->graphs[i].used) mf_sched_bind(&c->graphs[i].g, c->arena);
+    }
+    return MF_OK;
+nomem:
+    mf_aligned_free(arena);
+    return mf_fail(MF_ERR_NOMEM, "graph for %d tokens: cannot allocate %zu + %zu bytes", n_tokens, plan->arena_size,
+                   plan->work_size);
+}
+
+/* Build and schedule a graph; alloc: also bind it to the shared arena (grown to fit), cached. */
 static mf_status make_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, bool alloc, cached_graph *cg) {
     memset(cg, 0, sizeof *cg);
     mf_status st = mf_model_build_graph(c->m, n_tokens, n_outputs, &cg->g);
     if (st) return st;
     st = mf_sched_plan(&cg->g, c->backends, c->n_backends, c->p.fusions, &c->kv, &cg->plan);
     if (st || !alloc) goto done;
-    cg->arena = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.arena_size, 1));
-    cg->work = mf_aligned_alloc(MF_ARENA_ALIGN, MF_MAX(cg->plan.work_size, 1));
-    if (!cg->arena || !cg->work) {
-        st = mf_fail(MF_ERR_NOMEM, "graph for %d tokens: cannot allocate %zu + %zu bytes", n_tokens,
-                     cg->plan.arena_size, cg->plan.work_size);
-        goto done;
-    }
-    mf_sched_bind(&cg->g, cg->arena);
+    if ((st = fit_memory(c, &cg->plan, n_tokens))) goto done;
+    mf_sched_bind(&cg->g, c->arena);
     cg->used = true;
     cg->n_tokens = n_tokens;
     cg->n_outputs = n_outputs;
@@ -246,10 +254,7 @@ done:
 }
 
 static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, cached_graph **out) {
-    /* the victim: a free slot, else the least recently used graph, a large one where a large one is
-     * wanted and GRAPH_CACHE_LARGE are kept */
-    cached_graph *victim = NULL, *large = NULL;
-    int n_large = 0;
+    cached_graph *victim = NULL; /* a free slot, else the least recently used graph */
     for (int i = 0; i < GRAPH_CACHE_SIZE; i++) {
         cached_graph *cg = &c->graphs[i];
         if (cg->used && cg->n_tokens == n_tokens && cg->n_outputs == n_outputs) {
@@ -257,13 +262,8 @@ static mf_status get_graph(mf_context *c, int32_t n_tokens, int32_t n_outputs, c
             *out = cg;
             return MF_OK;
         }
-        if (cg->used && cg->n_tokens > GRAPH_SMALL_TOKENS) {
-            n_large++;
-            if (!large || cg->last_use < large->last_use) large = cg;
-        }
         if (!victim || (victim->used && (!cg->used || cg->last_use < victim->last_use))) victim = cg;
     }
-    if (n_tokens > GRAPH_SMALL_TOKENS && n_large >= GRAPH_CACHE_LARGE) victim = large;
     drop_graph(victim);
     mf_status st = make_graph(c, n_tokens, n_outputs, true, victim);
     if (st) return st;
@@ -320,35 +320,30 @@ static void observe_node(void *ud, const mf_graph *g, int32_t id) {
  * out_row.. */
 static mf_status run_chunk(mf_context *c, int32_t n, const int32_t *tok, const int32_t *pos, const int32_t *seq,
                            const int32_t *cells, const int8_t *want, int32_t out_row) {
-    int32_t nb = bucket(n, c->p.n_ubatch), n_want = 0;
-    for (int32_t i = 0; i < n; i++) n_want += want[i] != 0;
-    int32_t nob = bucket(MF_MAX(n_want, 1), nb);
-    cached_graph *cg;
-    mf_status st = get_graph(c, nb, nob, &cg);
-    if (st) return st;
-    mf_graph *g = &cg->g;
-    int32_t *in_tok = g->nodes[g->inputs[MF_INPUT_TOKENS]].data, *in_pos = g->nodes[g->inputs[MF_INPUT_POS]].data;
-    int32_t *in_seq = g->nodes[g->inputs[MF_INPUT_SEQ]].data, *in_cells = g->nodes[g->inputs[MF_INPUT_CELLS]].data;
-    for (int32_t i = 0; i < nb; i++) {
-        in_tok[i] = i < n ? tok[i] : 0;
-        in_pos[i] = i < n ? pos[i] : 0;
-        in_seq[i] = i < n ? seq[i] : -1;
-        in_cells[i] = i < n ? cells[i] : -1;
-    }
-    if ((st = mf_kv_view_build(&c->kv, &c->views, nb, in_pos, in_seq))) return st;
-    /* Output row r of the graph is token rows[r]; with no OUT_IDS input, row r is token r. */
+    /* Output row r of the graph is token rows[r]; with no OUT_IDS input, row r is token r. A chunk
+     * that wants no logits still computes its last token's (the trace's summary reads them). */
     int32_t *rows = c->chunk, k = 0;
     for (int32_t i = 0; i < n; i++)
         if (want[i]) rows[k++] = i;
+    const int32_t n_want = k;
     if (k == 0) rows[k++] = n - 1;
-    for (int32_t r = k; r < nob; r++) rows[r] = rows[k - 1];
-    if (g->inputs[MF_INPUT_OUT_IDS] >= 0) memcpy(g->nodes[g->inputs[MF_INPUT_OUT_IDS]].data, rows, (size_t)nob * 4);
-    if (c->trace) mf_trace_begin(c->trace, g, nb == 1 ? "decode" : "prefill", n, nb);
+    cached_graph *cg;
+    mf_status st = get_graph(c, n, k, &cg);
+    if (st) return st;
+    mf_graph *g = &cg->g;
+    int32_t *in_pos = g->nodes[g->inputs[MF_INPUT_POS]].data, *in_seq = g->nodes[g->inputs[MF_INPUT_SEQ]].data;
+    memcpy(g->nodes[g->inputs[MF_INPUT_TOKENS]].data, tok, (size_t)n * sizeof *tok);
+    memcpy(in_pos, pos, (size_t)n * sizeof *pos);
+    memcpy(in_seq, seq, (size_t)n * sizeof *seq);
+    memcpy(g->nodes[g->inputs[MF_INPUT_CELLS]].data, cells, (size_t)n * sizeof *cells);
+    if ((st = mf_kv_view_build(&c->kv, &c->views, n, in_pos, in_seq))) return st;
+    if (g->inputs[MF_INPUT_OUT_IDS] >= 0) memcpy(g->nodes[g->inputs[MF_INPUT_OUT_IDS]].data, rows, (size_t)k * 4);
+    if (c->trace) mf_trace_begin(c->trace, g, n == 1 ? "decode" : "prefill", n, n);
     const bool observe = c->trace || c->p.node_callback;
     c->obs_real = n;
-    c->obs_graph = nb;
+    c->obs_graph = n;
     c->obs_t = observe ? mf_time_s() : 0.0;
-    st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, cg->work, observe ? observe_node : NULL, c);
+    st = mf_sched_run(g, &cg->plan, c->backends, &c->kv, c->work, observe ? observe_node : NULL, c);
     c->n_passes++;
     c->kv.view = (mf_kv_view){NULL, NULL};
     if (st) return st;
@@ -447,8 +442,7 @@ mf_status mf_context_dump_graph(mf_context *c, int32_t n_tokens, int32_t n_outpu
                        n_outputs);
     bool json = !strcmp(format, "json");
     if (!json && strcmp(format, "dot")) return mf_fail(MF_ERR_ARG, "graph dump format '%s': use dot or json", format);
-    int32_t nb = bucket(MF_MIN(n_tokens, c->p.n_ubatch), c->p.n_ubatch);
-    int32_t nob = bucket(MF_MIN(n_outputs, nb), nb);
+    const int32_t nb = MF_MIN(n_tokens, c->p.n_ubatch), nob = MF_MIN(n_outputs, nb);
     cached_graph cg;
     mf_status st = make_graph(c, nb, nob, false, &cg);
     if (st) return st;
