@@ -1,9 +1,9 @@
 /* serve_engine.c: the engine thread. It owns the context; each slot is one sequence of it. A step
  * builds one batch: first the next token of every generating slot, then prompt tokens of the slots
- * still prefilling, round-robin, within a token budget that keeps a step that prefills to about
- * twice a decode-only step (so one long prompt adds at most that to the others' inter-token
- * latency, and it still gets about half of the machine); with nothing generating a step takes a
- * whole n_batch of prompt. After the decode each slot with logits samples with its own settings
+ * still prefilling, round-robin, within a budget of time: a step that prefills takes about 2.5x a
+ * decode-only step, whatever the prompt's depth (so one long prompt adds a bounded, steady amount
+ * to the others' inter-token latency, and it gets about 60 % of the machine); with nothing
+ * generating a step takes a whole n_batch of prompt. After the decode each slot with logits samples with its own settings
  * and seed and streams its text. Requests whose client left are dropped before the next step.
  *
  * Prompt cache: a slot keeps the tokens its sequence holds after a request. A new request takes
@@ -436,14 +436,20 @@ static void admit(serve_engine *e) {
     }
 }
 
-/* The fewest prompt tokens a step beside generating slots takes. A prompt token costs about 1.4x
- * more in such a small chunk than in a full batch, so a long prompt's first token waits about
- * (decode-only step / floor + that cost) per token; the generating slots wait one such step per
- * token. Measured (docs/server.md, tools/bench_step.c: 0.5B, 2 threads, a 2,000-token newcomer
- * beside 3 streams): 8 tokens slowed three streams arriving together (their 96 prompt tokens take
- * 12 steps), 16 made the streams' p99 latency under the newcomer 52-75 ms against 35-54 for 12,
- * with the newcomer's first token the same within noise. */
-enum { PROMPT_FLOOR = 12 };
+/* The prompt budget of a step beside generating slots: PROMPT_SHARE decode-only steps' worth of
+ * prompt work, at the running cost of a prompt token (which grows with the prompt's depth: 1.4 ms
+ * at depth 0, 3.6 ms at depth 2000 for the 0.5B shape on 2 threads), and at least PROMPT_FLOOR
+ * tokens (a prompt moves while the estimates settle). So every such step takes about 1 +
+ * PROMPT_SHARE decode-only steps: the streams' inter-token latency p99 while a long prompt
+ * prefills stays near 2.5x their decode-only step, and the prompt gets 60 % of the machine, its
+ * first token at about 1.2 / 0.6 = 2x its time alone (its tokens cost about 1.2x more in small
+ * chunks, mostly attention). A fixed count of tokens (12, earlier) made the steps at depth 2000
+ * take 4.5x a decode-only step. Measured (docs/server.md, 0.5B, 2 threads, a 2,000-token newcomer
+ * beside 3 streams): shares 1.2 / 1.5 / 2.0 gave p99 ratios 1.63-1.88x / 1.46-1.86x / 1.68-2.09x
+ * and first-token ratios 1.85-2.01x / 1.99-2.01x / 1.74-2.03x; 1.2 slowed four streams arriving
+ * together (their prompts in smaller steps: 187-203 tokens/s against 208-211). */
+#define PROMPT_SHARE 1.5
+enum { PROMPT_FLOOR = 4 };
 
 static void step(serve_engine *e) {
     const int32_t n_batch = e->s->p->n_batch;
@@ -470,12 +476,12 @@ static void step(serve_engine *e) {
         }
     }
     n_dec = n;
-    /* prompt budget: a decode-only step's worth of prompt work beside generating slots, at least
-     * PROMPT_FLOOR tokens; the whole batch otherwise (the estimates start at 0: the first steps
-     * take what fits) */
+    /* prompt budget beside generating slots (above); the whole batch otherwise (the estimates start
+     * at 0: the first steps take what fits) */
     int32_t budget = n_batch - n;
     if (n_dec && e->prefill_s_tok > 0)
-        budget = MF_SERVE_MIN(budget, MF_SERVE_MAX(PROMPT_FLOOR, (int32_t)(e->decode_s / e->prefill_s_tok)));
+        budget = MF_SERVE_MIN(budget,
+                              MF_SERVE_MAX(PROMPT_FLOOR, (int32_t)(PROMPT_SHARE * e->decode_s / e->prefill_s_tok)));
     int32_t n_pre = 0;
     for (int32_t k = 0; k < e->n_slots && budget > 0; k++) {
         const int32_t i = (e->rr + k) % e->n_slots;
