@@ -4,7 +4,8 @@
 For each server (minfer, and llama-server when --llama-server gives its binary), on the same model,
 slots (-np), context and threads, one server at a time:
   - N concurrent streaming clients (N in --clients, default 1,2,4,8), each with a fixed prompt of
-    token ids and its own seed, --gen tokens each (ignore_eos): aggregate generated tokens/s over
+    token ids (new to the server: no run reuses another's prompt, so none is a cache hit) and its
+    own seed, --gen tokens each (ignore_eos): aggregate generated tokens/s over
     the run, time to first token p50/p99, inter-token latency p50/p99 (gaps between content events);
   - interference: --running streams (default 3) run; once they are generating, a newcomer sends a
     --long-prompt token prompt (default 2000). Reported: the running streams' p99 inter-token latency
@@ -135,8 +136,9 @@ def prompts(n, length, vocab, seed=7):
     return [[rng.randrange(100, vocab - 100) for _ in range(length)] for _ in range(n)]
 
 
-def concurrent(port, n, args, vocab):
-    ps = prompts(n, args.prompt, vocab)
+def concurrent(port, n, args, vocab, seed):
+    # prompts no earlier run sent (seed): every stream's prompt is computed, none comes from the cache
+    ps = prompts(n, args.prompt, vocab, seed)
     outs = [dict() for _ in range(n)]
     go = threading.Event()
     ts = [threading.Thread(target=stream, args=(port, ps[i], args.gen, 1000 + i, outs[i], go)) for i in range(n)]
@@ -253,8 +255,8 @@ def main():
         port = free_port()
         b = Backend(name, cmd(port), port)
         try:
-            concurrent(port, 1, args, vocab)  # warm up
-            res = {n: concurrent(port, n, args, vocab) for n in clients}
+            concurrent(port, 1, args, vocab, 1)  # warm up
+            res = {n: concurrent(port, n, args, vocab, 1000 + n) for n in clients}
             for n in clients:
                 r = res[n]
                 log(f"{name} {n} streams: {r['tps']:.1f} tokens/s, ttft p50 {r['ttft50']*1e3:.0f} ms, "
