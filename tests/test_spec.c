@@ -186,6 +186,18 @@ static void test_edges(void) {
         CHECK(generate(&p, &smp, prompt, n_prompt, 512, 40, NULL, eog, sp) == MF_OK);
         CHECKF(same(plain, sp), "end of generation inside the draft, k=%d differs", k);
     }
+    /* nothing is drafted past the end of generation or the token limit: the file as its own draft
+     * keeps every token it drafts, so a drafted token that went unused would show here */
+    {
+        mf_spec_params p = fixed(draft_self, 16);
+        CHECK(generate(&p, &smp, prompt, n_prompt, 512, 40, NULL, eog, sp) == MF_OK);
+        CHECKF(sp->reason == MF_STOP_EOG && sp->st.drafted == sp->st.accepted,
+               "end of generation: %lld drafted, %lld kept", (long long)sp->st.drafted, (long long)sp->st.accepted);
+        CHECK(generate(&p, &smp, prompt, n_prompt, 512, 23, NULL, -1, sp) == MF_OK);
+        CHECKF(sp->reason == MF_STOP_LENGTH && sp->st.generated == 23 && sp->st.drafted == sp->st.accepted,
+               "limit of 23: %lld generated, %lld drafted, %lld kept", (long long)sp->st.generated,
+               (long long)sp->st.drafted, (long long)sp->st.accepted);
+    }
     /* a stop string: a piece of the text that the 12th token starts */
     char stop[8] = {0};
     size_t at = ref->len / 2;

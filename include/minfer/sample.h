@@ -331,6 +331,11 @@ mf_status mf_gen_finish(mf_gen *g, const char **text, size_t *len);
 mf_sampler *mf_gen_sampler(mf_gen *g);
 /* Tokens generated since creation or reset. */
 int64_t mf_gen_n_generated(const mf_gen *g);
+/* Tokens this generation may still draw before its limit (n_predict), -1 without a limit. */
+int64_t mf_gen_n_left(const mf_gen *g);
+/* Whether drawing token ends the generation as an end-of-generation token (false for every token
+ * with ignore_eos, and for ids outside the vocabulary). A speculative decoder drafts nothing past one. */
+bool mf_gen_is_eog(const mf_gen *g, int32_t token);
 
 /* ==== Sample settings ====
  * Everything a user sets for one generation's sampling and stopping (the sampler

@@ -145,3 +145,5 @@ mf_status mf_gen_finish(mf_gen *g, const char **text, size_t *len) {
 
 mf_sampler *mf_gen_sampler(mf_gen *g) { return g->smp; }
 int64_t mf_gen_n_generated(const mf_gen *g) { return g->n_gen; }
+int64_t mf_gen_n_left(const mf_gen *g) { return g->n_predict < 0 ? -1 : MF_MAX(g->n_predict - g->n_gen, 0); }
+bool mf_gen_is_eog(const mf_gen *g, int32_t token) { return token >= 0 && token < g->n_vocab && g->eog[token]; }

@@ -281,7 +281,8 @@ static mf_status text_put(mf_spec *s, const char *t, size_t n) {
 /* ---- drafting ---- */
 
 /* Up to k tokens that followed the most recent earlier occurrence of the sequence's last n tokens,
- * for n from ngram_max down to ngram_min. */
+ * for n from ngram_max down to ngram_min; none past an end-of-generation token (the text is complete
+ * there: verifying more would be work for nothing). */
 static int32_t draft_lookup(mf_spec *s, int32_t k) {
     const int32_t *h = s->hist, len = s->n_hist;
     for (int32_t n = s->p.ngram_max; n >= s->p.ngram_min; n--) {
@@ -290,7 +291,8 @@ static int32_t draft_lookup(mf_spec *s, int32_t k) {
         for (int32_t j = len - n - 1; j >= 0; j--) {
             if (h[j] != key[0] || memcmp(h + j, key, (size_t)n * sizeof *h)) continue;
             int32_t m = 0;
-            while (m < k && j + n + m < len) s->dtok[m] = h[j + n + m], m++;
+            while (m < k && j + n + m < len && (m == 0 || !mf_gen_is_eog(s->gen, s->dtok[m - 1])))
+                s->dtok[m] = h[j + n + m], m++;
             return m;
         }
     }
@@ -363,7 +365,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
             if (s->q[m].p[0] < s->p.p_min) break;
         }
         s->dtok[m++] = t;
-        if (m == k) break;
+        if (m == k || mf_gen_is_eog(s->gen, t)) break; /* nothing is drawn after an end of generation */
         b = (mf_batch){.n_tokens = 1, .tokens = &t, .seq = s->dbseq};
         if ((st = mf_context_decode(s->dctx, &b))) return st;
         (*n_decoded)++;
@@ -510,6 +512,9 @@ mf_status mf_spec_draft(mf_spec *s, const int32_t **tokens, int32_t *n) {
     const int32_t pos = s->n_hist - 1; /* the pending token's position = cells in the cache */
     int32_t k = choose_depth(s), room = s->kv_limit - pos - 1, n_draft = 0, n_ddec = 0;
     if (k > room) k = room;
+    /* a round draws its kept drafts and one more token: none is drafted past the generation's limit */
+    const int64_t left = mf_gen_n_left(s->gen);
+    if (left >= 0 && k > left - 1) k = left > 0 ? (int32_t)(left - 1) : 0;
     const double t0 = mf_time_s();
     if (k > 0) {
         mf_status st;
