@@ -1,8 +1,8 @@
 /* serve_engine.c: the engine thread. It owns the context; each slot is one sequence of it. A step
  * builds one batch: first the next token of every generating slot, then prompt tokens of the slots
- * still prefilling, round-robin, within a budget of time: a step that prefills takes about 2.5x a
+ * still prefilling, round-robin, within a budget of time: a step that prefills takes about 2.2x a
  * decode-only step, whatever the prompt's depth (so one long prompt adds a bounded, steady amount
- * to the others' inter-token latency, and it gets about 60 % of the machine); with nothing
+ * to the others' inter-token latency, and it gets about 55 % of the machine); with nothing
  * generating a step takes a whole n_batch of prompt. After the decode each slot with logits samples with its own settings
  * and seed and streams its text. Requests whose client left are dropped before the next step.
  *
@@ -441,14 +441,13 @@ static void admit(serve_engine *e) {
  * at depth 0, 3.6 ms at depth 2000 for the 0.5B shape on 2 threads), and at least PROMPT_FLOOR
  * tokens (a prompt moves while the estimates settle). So every such step takes about 1 +
  * PROMPT_SHARE decode-only steps: the streams' inter-token latency p99 while a long prompt
- * prefills stays near 2.5x their decode-only step, and the prompt gets 60 % of the machine, its
- * first token at about 1.2 / 0.6 = 2x its time alone (its tokens cost about 1.2x more in small
- * chunks, mostly attention). A fixed count of tokens (12, earlier) made the steps at depth 2000
- * take 4.5x a decode-only step. Measured (docs/server.md, 0.5B, 2 threads, a 2,000-token newcomer
- * beside 3 streams): shares 1.2 / 1.5 / 2.0 gave p99 ratios 1.63-1.88x / 1.46-1.86x / 1.68-2.09x
- * and first-token ratios 1.85-2.01x / 1.99-2.01x / 1.74-2.03x; 1.2 slowed four streams arriving
- * together (their prompts in smaller steps: 187-203 tokens/s against 208-211). */
-#define PROMPT_SHARE 1.5
+ * prefills stays near 2.2x their decode-only step (their quiet p99 is already 1.5-1.9x it), and the
+ * prompt gets 55 % of the machine, its first token at about 1.8x its time alone (its tokens cost
+ * more in small chunks). A fixed count of tokens (12, earlier) made the steps at depth 2000 take
+ * 4.5x a decode-only step. Measured (docs/server.md, 0.5B Q4_0, 2 threads, a 2,000-token newcomer
+ * beside 3 streams): with 1.5 the streams' p99 ratio exceeded 2x in 5 of 17 runs (1.46-2.76x),
+ * with 1.2 in none of 10 (1.30-1.88x), the newcomer's first token at 1.47-2.01x its idle time. */
+#define PROMPT_SHARE 1.2
 enum { PROMPT_FLOOR = 4 };
 
 static void step(serve_engine *e) {
