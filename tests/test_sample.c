@@ -544,6 +544,50 @@ static void test_exp(void) {
     CHECK(mf_exp_neg(INFINITY) == 1.0f);
 }
 
+/* mf_logits_top against argmax and a softmax in double: random vocabularies of every length up to a
+ * few blocks' tails, ties, NaN and infinite logits. */
+static void test_logits_top(void) {
+    mf_rng r;
+    mf_rng_seed(&r, 99);
+    enum { N = 151936 };
+    float *l = malloc(N * sizeof *l);
+    CHECK(l != NULL);
+    if (!l) return;
+    const int32_t sizes[] = {1, 2, 7, 8, 9, 4095, 4096, 4097, 49152, N};
+    double worst = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        const int32_t n = sizes[k];
+        for (int rep = 0; rep < 3; rep++) {
+            const float scale = rep == 0 ? 1.0f : rep == 1 ? 4.0f : 30.0f;
+            for (int32_t i = 0; i < n; i++) l[i] = scale * (2.0f * (float)mf_rng_uniform(&r) - 1.0f);
+            int32_t best = 0;
+            for (int32_t i = 1; i < n; i++)
+                if (l[i] > l[best]) best = i;
+            double sum = 0;
+            for (int32_t i = 0; i < n; i++) sum += exp((double)l[i] - l[best]);
+            float p = -1;
+            const int32_t got = mf_logits_top(l, n, &p);
+            CHECKF(got == best, "n %d: top %d, expected %d", n, got, best);
+            const double rel = fabs(p - 1.0 / sum) * sum;
+            if (rel > worst) worst = rel;
+            CHECK(mf_logits_top(l, n, NULL) == best);
+        }
+    }
+    CHECKF(worst < 1e-5, "mf_logits_top: probability off by %g (relative)", worst);
+    float p = -1;
+    CHECK(mf_logits_top(l, 0, &p) == -1 && p == 0.0f);
+    float t[6] = {1.0f, 3.0f, 3.0f, 2.0f, NAN, 3.0f}; /* ties: the lowest id, p over all three */
+    CHECK(mf_logits_top(t, 6, &p) == 1);
+    CHECKF(fabs(p - 1.0 / (3.0 + exp(-2.0) + exp(-1.0))) < 1e-6, "ties: p %g", p);
+    float u[4] = {NAN, -INFINITY, INFINITY, INFINITY}; /* +inf: uniform over them */
+    CHECK(mf_logits_top(u, 4, &p) == 2 && p == 0.5f);
+    float v[3] = {NAN, -INFINITY, NAN}; /* nothing finite: p = 0 */
+    CHECK(mf_logits_top(v, 3, &p) == 1 && p == 0.0f);
+    float w[2] = {NAN, NAN};
+    CHECK(mf_logits_top(w, 2, &p) == 0 && p == 0.0f);
+    free(l);
+}
+
 /* Logits that are or become +inf (a tiny temperature) give the limit distribution, not NaN. */
 static void test_overflow(void) {
     float l[4] = {0, INFINITY, 1, INFINITY};
@@ -628,6 +672,7 @@ int main(void) {
     test_seed();
     test_params();
     test_exp();
+    test_logits_top();
     test_overflow();
     return test_summary("test_sample");
 }

@@ -153,6 +153,13 @@ void mf_sampler_free(mf_sampler *s);
  * token has a finite logit after the chain (all -inf or NaN; NaN logits count as -inf). */
 mf_status mf_sampler_sample(mf_sampler *s, const float *logits, int32_t *token);
 
+/* The most likely token of logits[0..n) (the lowest id on ties; NaN logits count as -inf) and, in *p
+ * (NULL to skip), its probability under a softmax at temperature 1 over all n, with the sampler's
+ * exponential, one pass and no allocation: a speculative decoder's confidence in its draft token.
+ * -1 and p = 0 for n < 1. Without a finite logit: the lowest id of the largest (NaN below -inf), with
+ * p = 1 over the count of +inf logits, or p = 0 when every logit is -inf or NaN. */
+int32_t mf_logits_top(const float *logits, int32_t n, float *p);
+
 /* Run the chain without drawing and return the final distribution: the surviving tokens with their
  * logits and probabilities (summing to 1), valid until the next call on s. Mirostat's truncation is
  * included, its update is not. For tests, reporting probabilities (logprobs) and inspection. An XTC stage

@@ -92,6 +92,40 @@ MF_VECTOR_MATH double mf_sampler_exp_dense(float *w, size_t n, float mx) {
     return sum;
 }
 
+/* The sum of e^(l[i] - mx) over [0, n) in a fixed order: blocks of 8 lanes, each lane a chain in
+ * float over a block of up to 4096 values, the block's lanes summed in order into a double. */
+MF_VECTOR_MATH static double exp_sum(const float *l, size_t n, float mx) {
+    double sum = 0.0;
+    for (size_t b = 0; b < n; b += 4096) {
+        const size_t e = n - b < 4096 ? n : b + 4096;
+        float acc[8] = {0};
+        size_t i = b;
+        for (; i + 8 <= e; i += 8)
+            for (int j = 0; j < 8; j++) acc[j] += mf_exp_neg(l[i + j] - mx);
+        for (; i < e; i++) acc[i % 8] += mf_exp_neg(l[i] - mx);
+        for (int j = 0; j < 8; j++) sum += acc[j];
+    }
+    return sum;
+}
+
+int32_t mf_logits_top(const float *l, int32_t n, float *p) {
+    if (p) *p = 0.0f;
+    if (!l || n < 1) return -1;
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best] || (!(l[best] == l[best]) && l[i] == l[i])) best = i;
+    const float mx = l[best];
+    if (!p || !(mx > -INFINITY)) return best; /* every logit -inf or NaN: p = 0 */
+    if (mx == INFINITY) {
+        int32_t c = 0;
+        for (int32_t i = best; i < n; i++) c += l[i] == INFINITY;
+        *p = 1.0f / (float)c;
+        return best;
+    }
+    *p = (float)(1.0 / exp_sum(l, (size_t)n, mx));
+    return best;
+}
+
 void mf_sampler_softmax(mf_sampler *s) {
     MF_ASSERT(!s->dense);
     size_t n = s->n_cand;

@@ -326,15 +326,7 @@ static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
 }
 
 /* The draft's top token and its probability (softmax at temperature 1; the lowest id on ties). */
-static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < s->n_vocab; i++)
-        if (l[i] > l[best]) best = i;
-    double sum = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) sum += expf(l[i] - l[best]);
-    *prob = (float)(1.0 / sum);
-    return best;
-}
+static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) { return mf_logits_top(l, s->n_vocab, prob); }
 
 /* Up to k tokens from the draft model after hist. *n_decoded: drafted tokens now in the draft's cache. */
 static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_decoded) {
