@@ -362,6 +362,101 @@ static void test_errors(void) {
     mf_context_free(c);
 }
 
+/* One greedy generation of n_predict tokens by tgt as a server drives speculation (mf_spec_draft, a
+ * decode of its tokens, mf_spec_accept): depths from the cost model alone, no timing. Plain when sp
+ * is NULL. */
+static mf_status generate_untimed(const mf_model *tgt, const mf_spec_params *sp, int32_t n_predict, gen_out *o) {
+    memset(o, 0, sizeof *o);
+    mf_sampler_params smp = greedy_params();
+    mf_context_params cp = test_context_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    mf_context *c = NULL;
+    mf_gen *g = NULL;
+    mf_spec *s = NULL;
+    mf_status st = mf_context_create(tgt, &cp, &c);
+    if (st) return st;
+    mf_sampler_vocab v = mf_sampler_vocab_from_tokenizer(mf_model_tokenizer(tgt), mf_model_n_vocab(tgt), cp.n_ctx);
+    if ((st = mf_gen_create(&smp, NULL, 0, n_predict, &v, &g))) goto done;
+    if ((st = mf_gen_prompt(g, prompt, (size_t)n_prompt))) goto done;
+    if (sp && (st = mf_spec_create(tgt, c, 0, &smp, sp, &s))) goto done;
+    mf_batch b = {.n_tokens = n_prompt, .tokens = prompt};
+    if ((st = mf_context_decode(c, &b))) goto done;
+    if (!s) {
+        for (;;) {
+            int32_t tok;
+            const char *t;
+            size_t n;
+            if ((st = mf_gen_next(g, mf_context_logits(c, 0), &tok, &t, &n, &o->reason))) goto done;
+            put(o, t, n);
+            if (o->reason != MF_STOP_NONE) break;
+            b = (mf_batch){.n_tokens = 1, .tokens = &tok};
+            if ((st = mf_context_decode(c, &b))) goto done;
+        }
+        o->n_cells = mf_context_seq_tokens(c, 0, o->cells, NULL, 1024);
+        goto done;
+    }
+    if ((st = mf_spec_begin(s, g, cp.n_ctx - 1))) goto done;
+    for (;;) {
+        const int32_t *toks;
+        int32_t n;
+        if ((st = mf_spec_draft(s, &toks, &n))) goto done;
+        int8_t want[MF_SPEC_MAX_DRAFT + 1];
+        memset(want, 1, sizeof want);
+        if (n > 0) {
+            b = (mf_batch){.n_tokens = n, .tokens = toks, .logits = want};
+            if ((st = mf_context_decode(c, &b))) goto done;
+        }
+        mf_spec_round r;
+        if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(c) - 1, &r))) goto done;
+        put(o, r.text, r.len);
+        o->reason = r.reason, o->full = r.context_full;
+        if (r.reason != MF_STOP_NONE || r.context_full) break;
+    }
+    o->n_cells = mf_context_seq_tokens(c, 0, o->cells, NULL, 1024);
+    mf_spec_get_stats(s, &o->st);
+done:
+    mf_spec_free(s);
+    mf_gen_free(g);
+    mf_context_free(c);
+    return st;
+}
+
+/* A draft model's adaptive depth with the default parameters against the F32 file, as a server
+ * drives it (the cost model alone, so the same depths run after run): its Q8_0 copy (a quarter of
+ * its bytes; this random model's copy is never 75 % sure of a token, yet right three times in
+ * four) drafts through most of the text; the unrelated qwen3 draft backs off within a few
+ * rounds; the text is plain decoding's either way. */
+static void test_adaptive_model(const mf_model *f32, const mf_model *q8) {
+    gen_out *plain = malloc(sizeof *plain), *sp = malloc(sizeof *sp), *again = malloc(sizeof *again);
+    CHECK(generate_untimed(f32, NULL, 96, plain) == MF_OK);
+    const struct {
+        const char *name;
+        const mf_model *draft;
+    } d[] = {{"Q8_0", q8}, {"Q4_0", draft_q4}, {"qwen3", draft_other}};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
+        mf_spec_params p = mf_spec_default_params();
+        p.draft = d[i].draft;
+        CHECK(generate_untimed(f32, &p, 96, sp) == MF_OK);
+        CHECK(generate_untimed(f32, &p, 96, again) == MF_OK);
+        const mf_spec_stats *st = &sp->st;
+        printf("  adaptive, %s draft for the F32 file: %lld drafted, %lld kept, %lld tokens in %lld passes\n", d[i].name,
+               (long long)st->drafted, (long long)st->accepted, (long long)st->generated, (long long)st->rounds);
+        CHECKF(same(plain, sp), "adaptive %s draft: output differs", d[i].name);
+        CHECKF(st->drafted == again->st.drafted && st->accepted == again->st.accepted && st->rounds == again->st.rounds,
+               "adaptive %s draft: other depths the second time", d[i].name);
+        if (d[i].draft == q8)
+            CHECKF(st->drafted >= st->generated / 2 && st->rounds <= st->generated / 2,
+                   "the Q8_0 copy drafted %lld tokens, %lld passes for %lld", (long long)st->drafted,
+                   (long long)st->rounds, (long long)st->generated);
+        if (d[i].draft == draft_other)
+            CHECKF(st->drafted <= 16, "the unrelated draft did not back off: %lld drafted", (long long)st->drafted);
+    }
+    free(plain);
+    free(sp);
+    free(again);
+}
+
 int main(void) {
     mf_model *m[4] = {0};
     const char *files[4] = {"models/mini-qwen2.Q8_0.gguf", "models/mini-qwen2.Q4_0.gguf", "models/mini-qwen2.Q8_0.gguf",
@@ -376,6 +471,10 @@ int main(void) {
         test_distribution(draft_q4, "Q4_0 draft");
         test_distribution(draft_other, "qwen3 draft");
         test_errors();
+        mf_model *f32 = NULL;
+        CHECK(mf_model_load(fixture("models/mini-qwen2.F32.gguf"), &f32) == MF_OK);
+        if (f32) test_adaptive_model(f32, m[0]);
+        mf_model_free(f32);
     }
     for (int i = 0; i < 4; i++) mf_model_free(m[i]);
     return test_summary("test_spec");

@@ -12,17 +12,23 @@
  * The target's cache (and the draft's) are rolled back past the first rejected token, so afterwards
  * the caches hold exactly what plain decoding would have left there.
  *
- * The draft length adapts: from the measured acceptance a (per drafted token, decayed) it picks the
- * depth k in {0} U [draft_min, draft_max] with the most expected tokens, 1 + a + ... + a^k, per
- * cost, 1 + (verify_cost + draft_cost) k in units of a one-token decode of the target, where
- * draft_cost is the draft's weight bytes per token over the target's (0 for lookup); 0 means plain
- * decoding, with a probe every 16 tokens (a draft model that drafts nothing, its confidence below
- * p_min, counts as rejected; its first probe that keeps fewer than two tokens ends its drafting for
- * the generation, since catching it up on the skipped text costs about as much as the gap). Greedy decoding, whose text no depth can change,
- * replaces the cost model with measured times once it has them (in mf_spec_next); sampling keeps
- * the model and starts each generation from the prior acceptance, so that its depths, and so its
- * text, depend only on the seed and the input. draft_min equal to draft_max
- * fixes the depth. A draft model also stops drafting when its top probability falls below p_min.
+ * The draft length adapts. Lookup: from the measured acceptance a (per drafted token, decayed) it
+ * picks the depth k in {0} U [draft_min, draft_max] with the most expected tokens, 1 + a + ... + a^k,
+ * per cost, 1 + verify_cost k in units of a one-token decode of the target; 0 means plain decoding,
+ * with a probe every 16 tokens. A draft model drafts token by token while it pays: each drafted
+ * token's chance of being kept is its confidence (its top probability) calibrated by how often the
+ * target kept the draft's tokens at that confidence; a token is drafted while the chance that it and
+ * every one before it are kept exceeds what it adds to the verification pass, and drafting goes on
+ * while the next one is expected to pay for its draft step too, up to draft_max. A draft step costs
+ * the draft's weight bytes per token over the target's. When its recent rounds gained less than
+ * they cost, a draft model backs off to plain decoding and probes again after 16, 32 .. 256
+ * tokens; where even near-certain acceptance would gain under a fifth (a draft more than half the
+ * target's bytes), it never drafts. Greedy decoding, whose text no depth can change, replaces the
+ * cost model with measured times once it has them (in mf_spec_next: the draft's step, and the pass
+ * of each size, which finds a pass size where a kernel changes and costs jump); sampling keeps the
+ * model and starts each generation from the prior acceptance, so that its depths, and so its text,
+ * depend only on the seed and the input. draft_min equal to draft_max fixes the depth. p_min, when
+ * set, stops a draft model's draft at a token it is less sure of.
  *
  * Use, after the prompt is decoded into sequence seq of ctx (its last token's logits are the last
  * row of the last decode):
@@ -62,7 +68,7 @@ typedef struct mf_spec_params {
     bool lookup;           /* n-gram lookup in the sequence's own tokens (no draft model) */
     int32_t draft_min;     /* 0: fewer drafted tokens than this are not worth a verification */
     int32_t draft_max;     /* 16, at most MF_SPEC_MAX_DRAFT */
-    float p_min;           /* 0.75: a draft model stops when its top token's probability is lower */
+    float p_min;           /* 0: a draft model stops where its top token's probability is lower */
     int32_t ngram_min, ngram_max; /* 2, 4: the lengths of the tail lookup matches, longest first */
     int32_t draft_threads; /* threads of the draft's context; 0: the target context's */
     float verify_cost;     /* 0.2: an extra token in a verification pass, in one-token decodes */

@@ -101,6 +101,7 @@ void cli_spec_usage(FILE *f) {
                "  --lookup               draft by n-gram lookup in the prompt and the text so far\n"
                "  --draft-max N          draft at most N tokens per pass (default 16)\n"
                "  --draft-min N          draft at least N tokens or none (default 0; = --draft-max fixes the depth)\n"
-               "  --draft-p-min P        a draft model stops below this top probability (default 0.75)\n"
+               "  --draft-p-min P        a draft model also stops below this top probability (default 0: its\n"
+               "                         confidence, calibrated by what the target keeps, decides)\n"
                "  -td, --threads-draft N threads of the draft model (default: as -t)\n");
 }

@@ -9,6 +9,8 @@
 
 /* Candidates kept of a sampling draft's distribution q (its top tokens at the target's temperature). */
 #define SPEC_Q_MAX 64
+/* Bins of a draft model's confidence (its top token's probability) in the calibration of its drafts. */
+#define SPEC_CAL 10
 
 typedef struct {
     int32_t n;
@@ -31,6 +33,7 @@ struct mf_spec {
     bool pending;
     int32_t n_dkv; /* tokens of hist[0..n_dkv) in the draft's cache */
     int32_t *dtok;    /* [draft_max] the drafted tokens */
+    float *dconf;     /* [draft_max] the draft model's confidence in each (its top probability) */
     spec_q *q;        /* [draft_max] the draft's distributions (sampling with a draft model) */
     int32_t *btok;    /* [draft_max + 1] the verification batch */
     int32_t *bseq;
@@ -56,20 +59,29 @@ struct mf_spec {
     /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
+    double m_v[MF_SPEC_MAX_DRAFT + 2]; /* and of a pass of n tokens (a cliff where a kernel changes) */
+    /* a draft model's calibration: how often a drafted token was kept, by the draft's confidence in
+     * it (SPEC_CAL bins of its top probability), as decayed successes / failures; the modelled gain
+     * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
+    double cal_s[SPEC_CAL], cal_f[SPEC_CAL];
+    double d_rate;
+    bool backed;
     int32_t plain_run; /* plain rounds since the last draft (or draft model probe) */
     int32_t n_round;   /* tokens drawn in this round so far */
-    int32_t probe_fail; /* backed-off probes in a row that did not pay (kept fewer than 2 tokens) */
-    bool r_probe;      /* the round drafted is such a probe */
+    int32_t probe_fail; /* a draft model's probes in a row that did not pay for their catching up */
+    bool r_probe;      /* the round drafted is a backed-off source's probe */
     char *text;
     size_t text_len, text_cap;
     mf_spec_stats st;
 };
 
 static void prior_acceptance(mf_spec *s);
+static double verify_cost(const mf_spec *s, int32_t j);
+static double draft_cost(const mf_spec *s);
 
 mf_spec_params mf_spec_default_params(void) {
     return (mf_spec_params){
-        .draft_min = 0, .draft_max = 16, .p_min = 0.75f, .ngram_min = 2, .ngram_max = 4, .verify_cost = 0.2f};
+        .draft_min = 0, .draft_max = 16, .p_min = 0.0f, .ngram_min = 2, .ngram_max = 4, .verify_cost = 0.2f};
 }
 
 mf_status mf_spec_check_vocab(const mf_model *target, const mf_model *draft) {
@@ -100,6 +112,7 @@ void mf_spec_free(mf_spec *s) {
     free(s->rtok);
     free(s->rend);
     free(s->dtok);
+    free(s->dconf);
     free(s->q);
     free(s->btok);
     free(s->bseq);
@@ -147,6 +160,7 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     const size_t k = (size_t)p->draft_max;
     s->hist = malloc(((size_t)s->n_ctx + 1) * sizeof *s->hist);
     s->dtok = malloc(k * sizeof *s->dtok);
+    s->dconf = malloc(k * sizeof *s->dconf);
     s->q = p->draft ? malloc(k * sizeof *s->q) : NULL;
     s->btok = malloc((k + 1) * sizeof *s->btok);
     s->bseq = malloc((k + 1) * sizeof *s->bseq);
@@ -155,7 +169,7 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     s->dbseq = p->draft ? malloc(((size_t)s->n_ctx + 1) * sizeof *s->dbseq) : NULL;
     s->rtok = malloc((k + 1) * sizeof *s->rtok);
     s->rend = malloc((k + 1) * sizeof *s->rend);
-    if (!s->hist || !s->dtok || (p->draft && (!s->q || !s->dsoft || !s->dbseq)) || !s->btok || !s->bseq || !s->bout ||
+    if (!s->hist || !s->dtok || !s->dconf || (p->draft && (!s->q || !s->dsoft || !s->dbseq)) || !s->btok || !s->bseq || !s->bout ||
         !s->rtok || !s->rend) {
         mf_spec_free(s);
         return MF_ERR_NOMEM;
@@ -209,6 +223,9 @@ static void prior_acceptance(mf_spec *s) {
     s->acc_s = s->p.draft ? 3.0 : 2.0, s->acc_f = s->p.draft ? 1.0 : 2.0;
     memset(s->pos_s, 0, sizeof s->pos_s);
     memset(s->pos_f, 0, sizeof s->pos_f);
+    memset(s->cal_s, 0, sizeof s->cal_s);
+    memset(s->cal_f, 0, sizeof s->cal_f);
+    s->d_rate = 1.1, s->backed = false;
     s->plain_run = 0;
 }
 
@@ -328,6 +345,16 @@ static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
 /* The draft's top token and its probability (softmax at temperature 1; the lowest id on ties). */
 static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) { return mf_logits_top(l, s->n_vocab, prob); }
 
+/* How often a drafted token the draft model is conf sure of is kept: its bin's record, shrunk toward
+ * the pair's acceptance by two pseudo-observations. The confidence alone says little: a draft that
+ * is a quantization of its target is kept far more often than it says (SmolLM2-135M's Q4_0 copy
+ * drafting for its F16 file: 0.66 at 0.3-0.4, 0.88 at 0.5-0.6, all from 0.7), a small random model's
+ * copy is right at 0.05, an unrelated draft is kept less often. */
+static double calibrated(const mf_spec *s, float conf) {
+    const int b = conf >= 1.0f ? SPEC_CAL - 1 : conf > 0.0f ? (int)(conf * SPEC_CAL) : 0;
+    return (s->cal_s[b] + 2.0 * s->acc_s / (s->acc_s + s->acc_f)) / (s->cal_s[b] + s->cal_f[b] + 2.0);
+}
+
 /* Up to k tokens from the draft model after hist. *n_decoded: drafted tokens now in the draft's cache. */
 static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_decoded) {
     *n_out = *n_decoded = 0;
@@ -345,19 +372,29 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
     s->r_ncatch = b.n_tokens, s->r_tcatch = t1 - t0;
     s->n_dkv = s->n_hist;
     int32_t m = 0;
+    /* the chance that every token drafted so far is kept, the acceptance of a drafted token and the
+     * cost of a draft step (one-token target passes) */
+    double kept = 1;
+    const double a = s->acc_s / (s->acc_s + s->acc_f), cd = draft_cost(s);
+    const bool fixed = s->p.draft_min == s->p.draft_max;
     while (m < k) {
         const float *l = mf_context_logits(s->dctx, mf_context_n_outputs(s->dctx) - 1);
         int32_t t;
+        float conf;
         if (s->greedy) {
-            float prob;
-            t = draft_greedy(s, l, &prob);
-            if (prob < s->p.p_min) break;
+            t = draft_greedy(s, l, &conf);
         } else {
             t = draft_sample(s, l, &s->q[m]);
-            if (s->q[m].p[0] < s->p.p_min) break;
+            conf = s->q[m].p[0];
         }
+        /* a token is verified where it is expected to be kept often enough to pay for its place in
+         * the pass, and drafting goes on where the next one is expected to pay for its draft step too */
+        kept *= calibrated(s, conf);
+        if (conf < s->p.p_min || (!fixed && kept < verify_cost(s, m))) break;
+        s->dconf[m] = conf;
         s->dtok[m++] = t;
         if (m == k || mf_gen_is_eog(s->gen, t)) break; /* nothing is drawn after an end of generation */
+        if (!fixed && kept * a < verify_cost(s, m) + cd) break;
         b = (mf_batch){.n_tokens = 1, .tokens = &t, .seq = s->dbseq};
         if ((st = mf_context_decode(s->dctx, &b))) return st;
         (*n_decoded)++;
@@ -398,45 +435,64 @@ static double best_rate(double per_token, const mf_spec_params *p, double a) {
     return best;
 }
 
-/* The depth with the most expected tokens per second; 0 = decode plainly. */
+/* What verifying drafted token j (0-based) adds to its pass, in one-token passes: measured (greedy,
+ * by mf_spec_next: the passes of j + 1 and j + 2 tokens) where known, else the model. A float
+ * target's pass of 5 tokens can cost far more than one of 4 (another kernel). */
+static double verify_cost(const mf_spec *s, int32_t j) {
+    if (s->greedy && s->timed && s->m_t1 > 0) {
+        if (j + 2 <= MF_SPEC_MAX_DRAFT + 1 && s->m_v[j + 1] > 0 && s->m_v[j + 2] > 0)
+            return fmax(0.01, (s->m_v[j + 2] - s->m_v[j + 1]) / s->m_t1);
+        if (s->m_slope > 0) return s->m_slope / s->m_t1;
+    }
+    return s->p.verify_cost;
+}
+
+/* A draft model's step in one-token target passes: measured (greedy, by mf_spec_next), else the
+ * ratio of the models' bytes. */
+static double draft_cost(const mf_spec *s) {
+    if (s->greedy && s->timed && s->m_t1 > 0 && s->m_td > 0) return s->m_td / s->m_t1;
+    return s->td;
+}
+
+/* A draft model's depth: the most it may draft (its calibrated confidence ends each draft), or 0
+ * while backed off (its recent rounds gained less than they cost), probing again after 16, 32 ..
+ * 256 plain rounds. */
+static int32_t draft_model_depth(mf_spec *s) {
+    s->r_probe = false;
+    if (s->greedy && s->timed && s->m_t1 <= 0) return 0; /* measure a plain pass first */
+    /* nor does a draft model draft where even near-certain acceptance would barely pay for its cost
+     * (a Q4_0 draft of a Q8_0 target reads more than half the target's bytes): catching up after
+     * each back-off alone costs a few steps */
+    if (best_rate(verify_cost(s, 0) + draft_cost(s), &s->p, 0.95) < 1.2) return 0;
+    if (!s->backed) return s->p.draft_max;
+    if (s->plain_run < 16 << (s->probe_fail < 4 ? s->probe_fail : 4)) return 0;
+    s->r_probe = true;
+    return s->p.draft_max;
+}
+
+/* The depth of the next round; 0 = decode plainly. Lookup's: the most expected tokens per unit of
+ * cost over the depths allowed. */
 static int32_t choose_depth(mf_spec *s) {
     const mf_spec_params *p = &s->p;
     if (p->draft_min == p->draft_max) return p->draft_max;
+    if (s->dctx) return draft_model_depth(s);
     const double a = s->acc_s / (s->acc_s + s->acc_f);
     double per_token = p->verify_cost + s->td;
     if (s->greedy && s->timed) {
         if (s->m_t1 <= 0) return 0; /* measure a plain pass first */
-        if (s->m_slope > 0 && (s->m_td > 0 || !s->dctx)) per_token = (s->m_slope + s->m_td) / s->m_t1;
-        /* a draft model measured before any verification with drafts (its confidence stopped it):
-         * its own cost, not the estimate from its bytes (a small model's step is not bound by its
-         * weights: a Q4_0 135M draft costs half an F16 target's step, not the 0.28 its bytes say) */
-        else if (s->dctx && s->m_td > 0) per_token = p->verify_cost + s->m_td / s->m_t1;
+        if (s->m_slope > 0) per_token = s->m_slope / s->m_t1;
     }
-    /* a draft model drafts only where it is expected to gain a tenth: its cost per token is measured
-     * over a few rounds and varies with them, and a gain of a few percent on paper came out as a loss
-     * (SmolLM2-135M F16 with its Q4_0 copy: depth 1 at 0.5 of a target step a draft token) */
-    double e[MF_SPEC_MAX_DRAFT + 1], best = s->dctx ? 1.1 : 1.0;
+    double e[MF_SPEC_MAX_DRAFT + 1], best = 1.0;
     int32_t best_k = 0;
     expected_by_depth(s, a, e);
     for (int32_t k = p->draft_min > 1 ? p->draft_min : 1; k <= p->draft_max; k++) {
         double rate = e[k] / (1.0 + per_token * k);
         if (rate > best * 1.02) best = rate, best_k = k;
     }
-    /* backed off: probe again now and then, so that a better stretch of text is noticed. A draft
-     * model must first catch up on the text it skipped, at its prefill cost per token whatever the
-     * gap (about a fifth of a target step per token for a Q4_0 draft of a small F16 target on a
-     * CPU), so a probe that keeps fewer than two tokens ends its drafting for this generation (lookup's
-     * probes cost next to nothing: they go on every 16 rounds) */
+    /* backed off: probe again every 16 rounds (a lookup costs next to nothing), so that a better
+     * stretch of text is noticed */
     s->r_probe = false;
-    if (best_k == 0) {
-        if (s->dctx && s->probe_fail > 0) return 0;
-        /* nor does a draft model probe where even near-certain acceptance would barely pay for its
-         * cost per token (a Q4_0 draft of a Q8_0 target reads more than half the target's bytes):
-         * its catching up alone costs a few steps (a 46-token reply lost 5-13 %) */
-        if (s->dctx && best_rate(per_token, p, 0.95) < 1.2) return 0;
-        if (s->plain_run >= 16)
-            best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
-    }
+    if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
     return best_k;
 }
 
@@ -555,8 +611,8 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
     s->st.rounds++;
     s->st.drafted += n_draft;
     s->st.depth = s->r_k;
-    /* a draft model's probe costs its decodes even when its confidence (p_min) stops it before the
-     * first token: the next probe waits its 16 rounds either way (lookup's attempts cost nothing) */
+    /* a draft model's round costs its decodes even when its confidence stops it before the first
+     * token: the next probe waits its rounds either way (lookup's attempts cost nothing) */
     s->plain_run = n_draft || (s->dctx && s->r_k > 0) ? 0 : s->plain_run + 1;
     int32_t i = 0, n_acc = 0;
     for (;; i++) {
@@ -584,10 +640,33 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
     }
     s->st.accepted += n_acc;
     if (n_draft > 0 || (s->dctx && s->r_k > 0)) {
-        /* per-token acceptance: n_acc successes, then one failure unless all were kept; a draft model
-         * that drafted nothing (its confidence below p_min) cost its decodes for nothing: a failure */
+        /* per-token acceptance: n_acc successes, then one failure unless all were kept (lookup: also
+         * when it found nothing to draft; a draft model's empty round shows in its gain below) */
+        if (s->dctx) {
+            /* the round's gain as modelled (tokens per one-token pass; its catching up one draft step):
+             * below 1 on average, the draft backs off; a probe ends the back-off where it keeps two
+             * tokens (one if it drafted one) and gains */
+            double cost = 1.0 + draft_cost(s) * (1 + n_ddec);
+            for (int32_t j = 0; j < n_draft; j++) cost += verify_cost(s, j);
+            const double rate = (n_acc + 1) / cost;
+            if (s->r_probe) {
+                const bool paid = n_acc >= (n_draft < 2 ? n_draft : 2) && n_draft > 0 && rate >= 1.0;
+                s->probe_fail = paid ? 0 : s->probe_fail + 1;
+                s->backed = !paid;
+                if (paid) s->d_rate = fmax(s->d_rate, 1.05);
+            } else {
+                s->d_rate = 0.8 * s->d_rate + 0.2 * rate;
+                if (s->d_rate < 1.0) s->backed = true;
+            }
+            for (int32_t j = 0; j <= n_acc && j < n_draft; j++) { /* the tested tokens' calibration */
+                const float c = s->dconf[j];
+                const int b = c >= 1.0f ? SPEC_CAL - 1 : c > 0.0f ? (int)(c * SPEC_CAL) : 0;
+                s->cal_s[b] = 0.97 * s->cal_s[b] + (j < n_acc);
+                s->cal_f[b] = 0.97 * s->cal_f[b] + (j == n_acc);
+            }
+        }
         s->acc_s = 0.9 * s->acc_s + n_acc;
-        s->acc_f = 0.9 * s->acc_f + (n_acc < n_draft || n_draft == 0);
+        s->acc_f = 0.9 * s->acc_f + (s->dctx ? n_acc < n_draft : n_acc < n_draft || n_draft == 0);
         /* positions 0 .. n_acc - 1 kept, position n_acc rejected (or nothing drafted); later ones untested */
         for (int32_t j = 0; j <= n_acc && j < MF_SPEC_MAX_DRAFT; j++) {
             if (j == n_acc && n_acc == n_draft && n_draft > 0) break;
@@ -596,7 +675,6 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
             s->pos_f[j] = 0.9 * s->pos_f[j] + !ok;
         }
     }
-    if (s->r_probe) s->probe_fail = n_acc >= 2 ? 0 : s->probe_fail + 1; /* it paid for its catching up */
     out->n_drafted = n_draft, out->n_accepted = n_acc;
 out:
     out->n_tokens = s->n_round;
@@ -625,6 +703,7 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(s->ctx) - 1, &rd))) return st;
     if (n > 0) {
         s->st.verify_s += t2 - t1;
+        if (n <= MF_SPEC_MAX_DRAFT + 1) decay(&s->m_v[n], t2 - t1);
         if (n_draft == 0) decay(&s->m_t1, t2 - t1);
         else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
         /* a draft step's time, which a drafted token costs when drafting goes on round after round:
