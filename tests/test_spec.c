@@ -440,10 +440,12 @@ static void test_adaptive_model(const mf_model *f32, const mf_model *q8) {
         CHECK(generate_untimed(f32, &p, 96, sp) == MF_OK);
         CHECK(generate_untimed(f32, &p, 96, again) == MF_OK);
         const mf_spec_stats *st = &sp->st;
-        printf("  adaptive, %s draft for the F32 file: %lld drafted, %lld kept, %lld tokens in %lld passes\n", d[i].name,
-               (long long)st->drafted, (long long)st->accepted, (long long)st->generated, (long long)st->rounds);
+        printf("  adaptive, %s draft for the F32 file: %lld drafted, %lld kept, %lld tokens in %lld passes\n",
+               d[i].name, (long long)st->drafted, (long long)st->accepted, (long long)st->generated,
+               (long long)st->rounds);
         CHECKF(same(plain, sp), "adaptive %s draft: output differs", d[i].name);
-        CHECKF(st->drafted == again->st.drafted && st->accepted == again->st.accepted && st->rounds == again->st.rounds,
+        CHECKF(st->drafted == again->st.drafted && st->accepted == again->st.accepted &&
+                   st->rounds == again->st.rounds,
                "adaptive %s draft: other depths the second time", d[i].name);
         if (d[i].draft == q8)
             CHECKF(st->drafted >= st->generated / 2 && st->rounds <= st->generated / 2,

@@ -169,8 +169,8 @@ mf_status mf_spec_create(const mf_model *target, mf_context *ctx, int32_t seq, c
     s->dbseq = p->draft ? malloc(((size_t)s->n_ctx + 1) * sizeof *s->dbseq) : NULL;
     s->rtok = malloc((k + 1) * sizeof *s->rtok);
     s->rend = malloc((k + 1) * sizeof *s->rend);
-    if (!s->hist || !s->dtok || !s->dconf || (p->draft && (!s->q || !s->dsoft || !s->dbseq)) || !s->btok || !s->bseq || !s->bout ||
-        !s->rtok || !s->rend) {
+    if (!s->hist || !s->dtok || !s->dconf || (p->draft && (!s->q || !s->dsoft || !s->dbseq)) || !s->btok ||
+        !s->bseq || !s->bout || !s->rtok || !s->rend) {
         mf_spec_free(s);
         return MF_ERR_NOMEM;
     }
@@ -345,13 +345,16 @@ static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
 /* The draft's top token and its probability (softmax at temperature 1; the lowest id on ties). */
 static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) { return mf_logits_top(l, s->n_vocab, prob); }
 
+/* The calibration bin of a draft model's confidence conf. */
+static int cal_bin(float conf) { return conf >= 1.0f ? SPEC_CAL - 1 : conf > 0.0f ? (int)(conf * SPEC_CAL) : 0; }
+
 /* How often a drafted token the draft model is conf sure of is kept: its bin's record, shrunk toward
  * the pair's acceptance by two pseudo-observations. The confidence alone says little: a draft that
  * is a quantization of its target is kept far more often than it says (SmolLM2-135M's Q4_0 copy
- * drafting for its F16 file: 0.66 at 0.3-0.4, 0.88 at 0.5-0.6, all from 0.7), a small random model's
- * copy is right at 0.05, an unrelated draft is kept less often. */
+ * drafting for its F16 file: 0.66 at 0.3-0.4, 0.88 at 0.5-0.6, all from 0.7; the mini test model's
+ * Q8_0 copy is never 0.75 sure of a token and right three times in four), an unrelated draft less. */
 static double calibrated(const mf_spec *s, float conf) {
-    const int b = conf >= 1.0f ? SPEC_CAL - 1 : conf > 0.0f ? (int)(conf * SPEC_CAL) : 0;
+    const int b = cal_bin(conf);
     return (s->cal_s[b] + 2.0 * s->acc_s / (s->acc_s + s->acc_f)) / (s->cal_s[b] + s->cal_f[b] + 2.0);
 }
 
@@ -659,16 +662,16 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
                 if (s->d_rate < 1.0) s->backed = true;
             }
             for (int32_t j = 0; j <= n_acc && j < n_draft; j++) { /* the tested tokens' calibration */
-                const float c = s->dconf[j];
-                const int b = c >= 1.0f ? SPEC_CAL - 1 : c > 0.0f ? (int)(c * SPEC_CAL) : 0;
+                const int b = cal_bin(s->dconf[j]);
                 s->cal_s[b] = 0.97 * s->cal_s[b] + (j < n_acc);
                 s->cal_f[b] = 0.97 * s->cal_f[b] + (j == n_acc);
             }
         }
         s->acc_s = 0.9 * s->acc_s + n_acc;
         s->acc_f = 0.9 * s->acc_f + (s->dctx ? n_acc < n_draft : n_acc < n_draft || n_draft == 0);
-        /* positions 0 .. n_acc - 1 kept, position n_acc rejected (or nothing drafted); later ones untested */
-        for (int32_t j = 0; j <= n_acc && j < MF_SPEC_MAX_DRAFT; j++) {
+        /* lookup's positions 0 .. n_acc - 1 kept, position n_acc rejected (or nothing drafted); later
+         * ones untested */
+        for (int32_t j = 0; !s->dctx && j <= n_acc && j < MF_SPEC_MAX_DRAFT; j++) {
             if (j == n_acc && n_acc == n_draft && n_draft > 0) break;
             const bool ok = j < n_acc;
             s->pos_s[j] = 0.9 * s->pos_s[j] + ok;
