@@ -30,10 +30,13 @@ static void put(gen_out *o, const char *t, size_t n) {
     o->len += n;
 }
 
-/* One generation after prompt[0..np) in a fresh context of n_ctx cells, as `minfer run` does it
- * (kv_limit n_ctx - 1); plain when sp is NULL. eog >= 0: that token ends the generation. */
-static mf_status generate(const mf_spec_params *sp, const mf_sampler_params *smp, const int32_t *prompt, int32_t np,
-                          int32_t n_ctx, int64_t n_predict, const char *stop, int32_t eog, gen_out *o) {
+/* One generation by tgt after prompt[0..np) in a fresh context of n_ctx cells, as `minfer run` does
+ * it (kv_limit n_ctx - 1), or with untimed as a server drives speculation (mf_spec_draft, a decode of
+ * its tokens, mf_spec_accept: depths from the cost model alone, no timing); plain when sp is NULL.
+ * eog >= 0: that token ends the generation. */
+static mf_status generate_by(const mf_model *tgt, bool untimed, const mf_spec_params *sp,
+                             const mf_sampler_params *smp, const int32_t *prompt, int32_t np, int32_t n_ctx,
+                             int64_t n_predict, const char *stop, int32_t eog, gen_out *o) {
     memset(o, 0, sizeof *o);
     mf_context_params cp = test_context_params();
     cp.n_ctx = n_ctx;
@@ -41,14 +44,14 @@ static mf_status generate(const mf_spec_params *sp, const mf_sampler_params *smp
     mf_context *c = NULL;
     mf_gen *g = NULL;
     mf_spec *s = NULL;
-    mf_status st = mf_context_create(target, &cp, &c);
+    mf_status st = mf_context_create(tgt, &cp, &c);
     if (st) return st;
-    mf_sampler_vocab v = mf_sampler_vocab_from_tokenizer(mf_model_tokenizer(target), mf_model_n_vocab(target), n_ctx);
+    mf_sampler_vocab v = mf_sampler_vocab_from_tokenizer(mf_model_tokenizer(tgt), mf_model_n_vocab(tgt), n_ctx);
     if (eog >= 0) v.eog = &eog, v.n_eog = 1;
     const char *stops[1] = {stop};
     if ((st = mf_gen_create(smp, stops, stop ? 1 : 0, n_predict, &v, &g))) goto done;
     if ((st = mf_gen_prompt(g, prompt, (size_t)np))) goto done;
-    if (sp && (st = mf_spec_create(target, c, 0, smp, sp, &s))) goto done;
+    if (sp && (st = mf_spec_create(tgt, c, 0, smp, sp, &s))) goto done;
     mf_batch b = {.n_tokens = np, .tokens = prompt};
     if ((st = mf_context_decode(c, &b))) goto done;
     if (s && (st = mf_spec_begin(s, g, n_ctx - 1))) goto done;
@@ -56,7 +59,21 @@ static mf_status generate(const mf_spec_params *sp, const mf_sampler_params *smp
     size_t n;
     int32_t pos = np;
     for (;;) {
-        if (s) {
+        if (s && untimed) {
+            const int32_t *toks;
+            int32_t k;
+            if ((st = mf_spec_draft(s, &toks, &k))) goto done;
+            int8_t want[MF_SPEC_MAX_DRAFT + 1];
+            memset(want, 1, sizeof want);
+            if (k > 0) {
+                b = (mf_batch){.n_tokens = k, .tokens = toks, .logits = want};
+                if ((st = mf_context_decode(c, &b))) goto done;
+            }
+            mf_spec_round r;
+            if ((st = mf_spec_accept(s, k > 0 ? 0 : mf_context_n_outputs(c) - 1, &r))) goto done;
+            put(o, r.text, r.len);
+            o->reason = r.reason, o->full = r.context_full;
+        } else if (s) {
             if ((st = mf_spec_next(s, &t, &n, &o->reason, &o->full))) goto done;
             put(o, t, n);
         } else {
@@ -84,6 +101,11 @@ done:
     mf_gen_free(g);
     mf_context_free(c);
     return st;
+}
+
+static mf_status generate(const mf_spec_params *sp, const mf_sampler_params *smp, const int32_t *prompt, int32_t np,
+                          int32_t n_ctx, int64_t n_predict, const char *stop, int32_t eog, gen_out *o) {
+    return generate_by(target, false, sp, smp, prompt, np, n_ctx, n_predict, stop, eog, o);
 }
 
 static bool same(const gen_out *a, const gen_out *b) {
@@ -362,66 +384,6 @@ static void test_errors(void) {
     mf_context_free(c);
 }
 
-/* One greedy generation of n_predict tokens by tgt as a server drives speculation (mf_spec_draft, a
- * decode of its tokens, mf_spec_accept): depths from the cost model alone, no timing. Plain when sp
- * is NULL. */
-static mf_status generate_untimed(const mf_model *tgt, const mf_spec_params *sp, int32_t n_predict, gen_out *o) {
-    memset(o, 0, sizeof *o);
-    mf_sampler_params smp = greedy_params();
-    mf_context_params cp = test_context_params();
-    cp.n_ctx = 512;
-    cp.n_threads = 1;
-    mf_context *c = NULL;
-    mf_gen *g = NULL;
-    mf_spec *s = NULL;
-    mf_status st = mf_context_create(tgt, &cp, &c);
-    if (st) return st;
-    mf_sampler_vocab v = mf_sampler_vocab_from_tokenizer(mf_model_tokenizer(tgt), mf_model_n_vocab(tgt), cp.n_ctx);
-    if ((st = mf_gen_create(&smp, NULL, 0, n_predict, &v, &g))) goto done;
-    if ((st = mf_gen_prompt(g, prompt, (size_t)n_prompt))) goto done;
-    if (sp && (st = mf_spec_create(tgt, c, 0, &smp, sp, &s))) goto done;
-    mf_batch b = {.n_tokens = n_prompt, .tokens = prompt};
-    if ((st = mf_context_decode(c, &b))) goto done;
-    if (!s) {
-        for (;;) {
-            int32_t tok;
-            const char *t;
-            size_t n;
-            if ((st = mf_gen_next(g, mf_context_logits(c, 0), &tok, &t, &n, &o->reason))) goto done;
-            put(o, t, n);
-            if (o->reason != MF_STOP_NONE) break;
-            b = (mf_batch){.n_tokens = 1, .tokens = &tok};
-            if ((st = mf_context_decode(c, &b))) goto done;
-        }
-        o->n_cells = mf_context_seq_tokens(c, 0, o->cells, NULL, 1024);
-        goto done;
-    }
-    if ((st = mf_spec_begin(s, g, cp.n_ctx - 1))) goto done;
-    for (;;) {
-        const int32_t *toks;
-        int32_t n;
-        if ((st = mf_spec_draft(s, &toks, &n))) goto done;
-        int8_t want[MF_SPEC_MAX_DRAFT + 1];
-        memset(want, 1, sizeof want);
-        if (n > 0) {
-            b = (mf_batch){.n_tokens = n, .tokens = toks, .logits = want};
-            if ((st = mf_context_decode(c, &b))) goto done;
-        }
-        mf_spec_round r;
-        if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(c) - 1, &r))) goto done;
-        put(o, r.text, r.len);
-        o->reason = r.reason, o->full = r.context_full;
-        if (r.reason != MF_STOP_NONE || r.context_full) break;
-    }
-    o->n_cells = mf_context_seq_tokens(c, 0, o->cells, NULL, 1024);
-    mf_spec_get_stats(s, &o->st);
-done:
-    mf_spec_free(s);
-    mf_gen_free(g);
-    mf_context_free(c);
-    return st;
-}
-
 /* A draft model's adaptive depth with the default parameters against the F32 file, as a server
  * drives it (the cost model alone, so the same depths run after run): its Q8_0 copy (a quarter of
  * its bytes; this random model's copy is never 75 % sure of a token, yet right three times in
@@ -429,7 +391,8 @@ done:
  * rounds; the text is plain decoding's either way. */
 static void test_adaptive_model(const mf_model *f32, const mf_model *q8) {
     gen_out *plain = malloc(sizeof *plain), *sp = malloc(sizeof *sp), *again = malloc(sizeof *again);
-    CHECK(generate_untimed(f32, NULL, 96, plain) == MF_OK);
+    const mf_sampler_params smp = greedy_params();
+    CHECK(generate_by(f32, true, NULL, &smp, prompt, n_prompt, 512, 96, NULL, -1, plain) == MF_OK);
     const struct {
         const char *name;
         const mf_model *draft;
@@ -437,8 +400,8 @@ static void test_adaptive_model(const mf_model *f32, const mf_model *q8) {
     for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
         mf_spec_params p = mf_spec_default_params();
         p.draft = d[i].draft;
-        CHECK(generate_untimed(f32, &p, 96, sp) == MF_OK);
-        CHECK(generate_untimed(f32, &p, 96, again) == MF_OK);
+        CHECK(generate_by(f32, true, &p, &smp, prompt, n_prompt, 512, 96, NULL, -1, sp) == MF_OK);
+        CHECK(generate_by(f32, true, &p, &smp, prompt, n_prompt, 512, 96, NULL, -1, again) == MF_OK);
         const mf_spec_stats *st = &sp->st;
         printf("  adaptive, %s draft for the F32 file: %lld drafted, %lld kept, %lld tokens in %lld passes\n",
                d[i].name, (long long)st->drafted, (long long)st->accepted, (long long)st->generated,
