@@ -3,7 +3,9 @@
 `minfer run --temp 0` with and without a draft source, the acceptance rate, and whether the text
 is the same (it must be). Every prompt runs once per mode, alternating, so each run is a first run
 of its prompt (nothing is cached between processes; a repeated prompt would not inflate lookup's
-acceptance here, but distinct prompts keep the cases honest).
+acceptance here, but distinct prompts keep the cases honest). Each case prints the ratio of the median rates
+and the geometric mean of the ratios of each prompt's two runs (seconds apart, so in the same state
+of a shared machine).
 
 Cases (SmolLM2-135M-Instruct; scripts/smollm2.sh fetches it):
   lookup     n-gram lookup on text-rewriting prompts, target the published Q4_1 file
@@ -19,6 +21,7 @@ Cases (SmolLM2-135M-Instruct; scripts/smollm2.sh fetches it):
   tools/bench_spec.py [--bin build/minfer] [--cases lookup,draft,poor,shape] [--target f16|q8_0] [-n 128]
 """
 import argparse
+import math
 import os
 import re
 import statistics
@@ -138,9 +141,12 @@ def case(binary, name, model, prompts, n, extra, reps):
             spec_tps.append(tps_b)
             drafted, accepted, same = drafted + d, accepted + k, same and a == b
     pm, sm = statistics.median(plain_tps), statistics.median(spec_tps)
+    # each pair ran seconds apart, in the same state of a shared machine (whose memory speed can swing
+    # by half between minutes): the geometric mean of the pairs' ratios is the steadier figure
+    paired = math.exp(statistics.fmean(math.log(b / a) for a, b in zip(plain_tps, spec_tps)))
     rate = 100.0 * accepted / drafted if drafted else 0.0
-    print("%-28s plain %6.1f tok/s | spec %6.1f tok/s | x%.2f | %d drafted, %.1f %% accepted | same text: %s" %
-          (name, pm, sm, sm / pm, drafted, rate, "yes" if same else "NO"))
+    print("%-28s plain %6.1f tok/s | spec %6.1f tok/s | x%.2f, paired x%.2f | %d drafted, %.1f %% accepted | "
+          "same text: %s" % (name, pm, sm, sm / pm, paired, drafted, rate, "yes" if same else "NO"))
     return same
 
 
