@@ -3,9 +3,9 @@
 `minfer run --temp 0` with and without a draft source, the acceptance rate, and whether the text
 is the same (it must be). Every prompt runs once per mode, alternating, so each run is a first run
 of its prompt (nothing is cached between processes; a repeated prompt would not inflate lookup's
-acceptance here, but distinct prompts keep the cases honest). Each case prints the ratio of the median rates
-and the geometric mean of the ratios of each prompt's two runs (seconds apart, so in the same state
-of a shared machine).
+acceptance here, but distinct prompts keep the cases honest). Each case prints the ratio of the
+median rates and the geometric mean of the ratios of each prompt's two runs (seconds apart, so in
+the same state of a shared machine).
 
 Cases (SmolLM2-135M-Instruct; scripts/smollm2.sh fetches it):
   lookup     n-gram lookup on text-rewriting prompts, target the published Q4_1 file
