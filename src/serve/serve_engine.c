@@ -479,7 +479,7 @@ static void step(serve_engine *e) {
      * otherwise (the estimates start at 0: the first steps take what fits). Requests that arrive
      * together are admitted a step apart (the first alone, its HTTP parsed first); beside a stream
      * that has sent its first token only, the others' prompts had come in at ~10 tokens a step over
-     * 8 steps (4 streams of the 0.5B shape: first tokens p50 170-255 -> 160-187 ms, aggregate
+     * 8 steps (4 streams of the 0.5B shape: first tokens p50 168-255 -> 160-187 ms, aggregate
      * 164-217 -> 200-237 tokens/s, docs/server.md) */
     bool settled = false;
     for (int32_t i = 0; i < e->n_slots; i++) settled |= e->slots[i].state == SLOT_GEN && e->slots[i].n_gen >= 4;
