@@ -448,14 +448,17 @@ static void admit(serve_engine *e) {
  * beside 3 streams): with 1.5 the streams' p99 ratio exceeded 2x in 5 of 17 runs (1.46-2.76x),
  * with 1.2 in none of 10 (1.30-1.88x), the newcomer's first token at 1.47-2.01x its idle time. */
 #define PROMPT_SHARE 1.2
-enum { PROMPT_FLOOR = 4 };
+/* STREAM_SETTLED: tokens a stream has sent before the budget protects it (step) */
+enum { PROMPT_FLOOR = 4, STREAM_SETTLED = 4 };
 
 static void step(serve_engine *e) {
     const int32_t n_batch = e->s->p->n_batch;
     int32_t n = 0, n_dec = 0;
+    bool settled = false; /* a generating slot has streamed STREAM_SETTLED tokens */
     for (int32_t i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         if (sl->state != SLOT_GEN) continue;
+        settled |= sl->n_gen >= STREAM_SETTLED;
         if (!sl->spec_on) {
             e->b_tok[n] = sl->next, e->b_pos[n] = sl->n_cache, e->b_seq[n] = sl->id, e->b_logits[n] = 1;
             e->row_slot[n++] = i;
@@ -481,8 +484,6 @@ static void step(serve_engine *e) {
      * that has sent its first token only, the others' prompts had come in at ~10 tokens a step over
      * 8 steps (4 streams of the 0.5B shape: first tokens p50 168-255 -> 160-187 ms, aggregate
      * 164-217 -> 200-237 tokens/s, docs/server.md) */
-    bool settled = false;
-    for (int32_t i = 0; i < e->n_slots; i++) settled |= e->slots[i].state == SLOT_GEN && e->slots[i].n_gen >= 4;
     int32_t budget = n_batch - n;
     if (settled && e->prefill_s_tok > 0)
         budget = MF_SERVE_MIN(budget,

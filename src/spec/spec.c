@@ -342,9 +342,6 @@ static int32_t draft_sample(mf_spec *s, const float *l, spec_q *q) {
     return q->id[n - 1];
 }
 
-/* The draft's top token and its probability (softmax at temperature 1; the lowest id on ties). */
-static int32_t draft_greedy(mf_spec *s, const float *l, float *prob) { return mf_logits_top(l, s->n_vocab, prob); }
-
 /* The calibration bin of a draft model's confidence conf. */
 static int cal_bin(float conf) { return conf >= 1.0f ? SPEC_CAL - 1 : conf > 0.0f ? (int)(conf * SPEC_CAL) : 0; }
 
@@ -385,7 +382,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
         int32_t t;
         float conf;
         if (s->greedy) {
-            t = draft_greedy(s, l, &conf);
+            t = mf_logits_top(l, s->n_vocab, &conf); /* at temperature 1, the lowest id on ties */
         } else {
             t = draft_sample(s, l, &s->q[m]);
             conf = s->q[m].p[0];
