@@ -261,7 +261,8 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
 /* Up to Q8G_FEW tokens (a decode step, a speculative verification, a server step of a few sequences)
  * straight from a packed weight: no panel slice. Each block's weights and start values are formed in
  * registers for up to two tokens at a time (16 accumulators), each further pair reading the panel
- * again from cache; the first pass streams the panel, fetching eight blocks ahead. The float steps
+ * again from cache; the first pass streams the panel, fetching eight blocks ahead, the second the
+ * next panel (mf_few_pass_ahead). The float steps
  * are q8g_tile's, so the outputs are its bits. ab, da: the tokens' biased activations and scales
  * (q8g_prepare). Ahead of the packed GEMM through 16 tokens (Zen 4, bench_gemm --cold --packed
  * --threads 2 q8_0 4864 896 N: 1 token 0.13 against 0.26 ms, 8 0.34 against 0.39, 16 0.50 against
@@ -269,7 +270,7 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
 #define Q8G_FEW 16
 
 static inline __attribute__((always_inline)) void q8g_few_pass(const int T, const uint8_t *p, int64_t nb, bool q5,
-                                                               const uint8_t *ab, const float *da, bool stream,
+                                                               const uint8_t *ab, const float *da, size_t ahead,
                                                                float *y, size_t ldy, __mmask16 mask) {
     const size_t pblk = Q8G_PBLK(q5);
     __m512 acc[2][8];
@@ -277,8 +278,7 @@ static inline __attribute__((always_inline)) void q8g_few_pass(const int T, cons
         for (int k = 0; k < 8; k++) acc[t][k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * pblk;
-        if (stream)
-            for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 8 * pblk + l, _MM_HINT_T0);
+        MF_FEW_PREFETCH(b, ahead, pblk);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + Q8G_POFF_D(q5))));
         __m512 d[2];
         for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t * nb + i]));
@@ -308,10 +308,11 @@ static inline __attribute__((always_inline)) void q8g_few(const mf_weight *w, in
         const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
         for (int64_t t = 0; t < nt; t += 2) {
             float *yt = y + (size_t)t * ldy + o;
+            const size_t ahead = mf_few_pass_ahead((int)(t / 2), (int)MF_MIN(2, nt - t), Q8G_PBLK(q5), nb, o + 16 < o1);
             if (nt - t >= 2)
-                q8g_few_pass(2, p, nb, q5, ab + t * nb * 32, da + t * nb, t == 0, yt, ldy, mask);
+                q8g_few_pass(2, p, nb, q5, ab + t * nb * 32, da + t * nb, ahead, yt, ldy, mask);
             else
-                q8g_few_pass(1, p, nb, q5, ab + t * nb * 32, da + t * nb, t == 0, yt, ldy, mask);
+                q8g_few_pass(1, p, nb, q5, ab + t * nb * 32, da + t * nb, ahead, yt, ldy, mask);
         }
     }
 }

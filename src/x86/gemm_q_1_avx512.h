@@ -290,7 +290,8 @@ static inline __attribute__((always_inline)) void q1g_tile_at(const int T, const
 /* Up to Q1G_FEW tokens (a decode step, a speculative verification, a server step of a few sequences)
  * straight from a packed weight: no panel slice. Each block's nibbles are split in registers for up
  * to two tokens at a time (16 + 2 accumulators), each further pair reading the panel again from
- * cache; the first pass streams the panel, fetching eight blocks ahead. The float steps are
+ * cache; the first pass streams the panel, fetching eight blocks ahead, the second the next panel
+ * (mf_few_pass_ahead). The float steps are
  * q1g_tile's, so the outputs are its bits. da, sa: the tokens' activation scales (q1g_prepare).
  * Ahead of the packed GEMM through 16 tokens (Zen 4, bench_gemm --cold --packed --threads 2 q4_1
  * 4864 896 N: 1 token 0.074 against 0.159 ms, 8 0.24 against 0.34, 16 0.44 against 0.52; 24 0.62
@@ -299,7 +300,7 @@ static inline __attribute__((always_inline)) void q1g_tile_at(const int T, const
 
 static inline __attribute__((always_inline)) void q1g_few_pass(const int T, const uint8_t *p, int64_t nb, bool has_qh,
                                                                const uint8_t *act, size_t act_row, const float *da,
-                                                               const float *sa, bool stream, float *y, size_t ldy,
+                                                               const float *sa, size_t ahead, float *y, size_t ldy,
                                                                __mmask16 mask) {
     const size_t pblk = Q1G_PBLK(has_qh), dm = pblk - 64;
     const __m512i lo = _mm512_set1_epi8(0x0F);
@@ -310,8 +311,7 @@ static inline __attribute__((always_inline)) void q1g_few_pass(const int T, cons
     }
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * pblk;
-        if (stream)
-            for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 8 * pblk + l, _MM_HINT_T0);
+        MF_FEW_PREFETCH(b, ahead, pblk);
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm)));
         const __m512 mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(b + dm + 32)));
         __m512 d[2];
@@ -350,10 +350,11 @@ static inline __attribute__((always_inline)) void q1g_few(const mf_weight *w, in
         const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
         for (int64_t t = 0; t < nt; t += 2) {
             const uint8_t *at = act + (size_t)t * act_row;
+            const size_t ahead = mf_few_pass_ahead((int)(t / 2), (int)MF_MIN(2, nt - t), Q1G_PBLK(has_qh), nb, o + 16 < o1);
             if (nt - t >= 2)
-                q1g_few_pass(2, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, t == 0, y + (size_t)t * ldy + o, ldy, mask);
+                q1g_few_pass(2, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, ahead, y + (size_t)t * ldy + o, ldy, mask);
             else
-                q1g_few_pass(1, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, t == 0, y + (size_t)t * ldy + o, ldy, mask);
+                q1g_few_pass(1, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, ahead, y + (size_t)t * ldy + o, ldy, mask);
         }
     }
 }
