@@ -236,9 +236,17 @@ static inline __attribute__((always_inline)) void few_panel(const int T, int64_t
     for (int t = 0; t < T; t++) s[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * PBLK;
-        /* eight blocks ahead: the stream of one panel after another, which the prefetchers would
-         * otherwise take up late */
-        for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)b + 8 * PBLK + l, _MM_HINT_T0);
+        /* The stream of one panel after another, which the prefetchers would otherwise take up
+         * late: with one or two tokens eight blocks ahead into L1; with more 24 blocks ahead into
+         * L2, as with a long K the tokens' activation blocks (K = 4864, four tokens: 25 KB) share
+         * L1 with the stream. Zen 4, 2 threads, bench_gemm --cold --packed q4_0 896 4864 4, four
+         * runs alternating: 0.091-0.113 ms eight blocks ahead into L1, 0.072-0.083 this way (4864
+         * x 896 level); bench_step -s 4 decode step 14.0 -> 13.0 ms (medians of 8); but -s 1
+         * 10.3 -> 10.6 ms. */
+        if (T <= 2)
+            for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)b + 8 * PBLK + l, _MM_HINT_T0);
+        else
+            for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)b + 24 * PBLK + l, _MM_HINT_T1);
         __m512i q[8];
         for (int j = 0; j < 4; j++) {
             const __m512i u = _mm512_loadu_si512(b + 64 * j);
