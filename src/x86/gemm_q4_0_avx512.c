@@ -241,8 +241,8 @@ static inline __attribute__((always_inline)) void few_panel(const int T, int64_t
          * L2, as with a long K the tokens' activation blocks (K = 4864, four tokens: 25 KB) share
          * L1 with the stream. Zen 4, 2 threads, bench_gemm --cold --packed q4_0 896 4864 4, four
          * runs alternating: 0.091-0.113 ms eight blocks ahead into L1, 0.072-0.083 this way (4864
-         * x 896 level); bench_step -s 4 decode step 14.0 -> 13.0 ms (medians of 8); but -s 1
-         * 10.3 -> 10.6 ms. */
+         * x 896 level); bench_step -s 4 decode step 14.6 -> 13.3 ms (medians of 6 alternating
+         * runs). With one token the L2 fetch was slower (bench_step -s 1 10.3 -> 10.6 ms). */
         if (T <= 2)
             for (int l = 0; l < PBLK; l += 64) _mm_prefetch((const char *)b + 8 * PBLK + l, _MM_HINT_T0);
         else
