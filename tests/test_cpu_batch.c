@@ -57,8 +57,24 @@ static void compare(const char *what, const mf_weight *w, const float *y, const 
            bad, (long long)(t0 + first), (long long)first);
 }
 
-static void check_type(mf_type t, int64_t N, int64_t K, mf_pool *pools[N_POOLS]) {
+/* w's packed copy (mf_cpu_pack) where the best kernels have one for it, else NULL. */
+static void *pack(weight *w) {
+    const size_t n = mf_cpu_packed_size(&w->w);
+    if (!n) return NULL;
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    mf_cpu_pack(&w->w, p);
+    return p;
+}
+
+/* packed: the weights in their packed copies, where a packed copy serves cfg (the few-token paths
+ * read it directly) */
+static void check_type(mf_type t, int64_t N, int64_t K, bool packed, mf_pool *pools[N_POOLS]) {
     weight w = make_weight(t, N, K), w2 = make_weight(t, N, K);
+    void *pw = packed ? pack(&w) : NULL, *pw2 = packed ? pack(&w2) : NULL;
+    if (packed && !pw) { /* no packed layout for this type here */
+        free(w.q), free(w2.q);
+        return;
+    }
     float *x = malloc((size_t)(K * MAX_NT) * sizeof(float));
     float *alone = malloc((size_t)(N * MAX_NT) * sizeof(float)), *alone2 = malloc((size_t)(N * MAX_NT) * sizeof(float));
     float *y = malloc((size_t)(N * MAX_NT) * sizeof(float));
@@ -85,7 +101,7 @@ static void check_type(mf_type t, int64_t N, int64_t K, mf_pool *pools[N_POOLS])
             mf_cpu_matmul_reusing(pools[p], &cfg, &w2.w, NULL, x + t0 * K, y, nt, work, true);
             compare("matmul_reusing", &w2.w, y, alone2, t0, nt, nth);
         }
-    free(w.q), free(w2.q), free(x), free(alone), free(alone2), free(y), free(work);
+    free(w.q), free(w2.q), free(pw), free(pw2), free(x), free(alone), free(alone2), free(y), free(work);
 }
 
 int main(void) {
@@ -100,8 +116,10 @@ int main(void) {
     const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0,
                              MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        check_type(types[i], 136, 1024, pools); /* repacked order and prefill GEMM; a 16-row panel tail */
-        check_type(types[i], 44, 512, pools);   /* rows not a multiple of 8: the plain order */
+        check_type(types[i], 136, 1024, false, pools); /* repacked order and prefill GEMM; a 16-row panel tail */
+        check_type(types[i], 44, 512, false, pools);   /* rows not a multiple of 8: the plain order */
+        check_type(types[i], 136, 1024, true, pools);  /* packed: a short last panel */
+        check_type(types[i], 1000, 256, true, pools);  /* packed: 63 panels among the threads */
     }
     for (int i = 0; i < N_POOLS; i++) mf_pool_free(pools[i]);
     return test_summary("test_cpu_batch");
