@@ -65,6 +65,7 @@ struct mf_spec {
      * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
     double cal_s[SPEC_CAL], cal_f[SPEC_CAL];
     double d_rate;
+    int32_t d_rounds; /* its rounds since generation began or a probe ended a back-off */
     bool backed;
     int32_t plain_run; /* plain rounds since the last draft (or draft model probe) */
     int32_t n_round;   /* tokens drawn in this round so far */
@@ -226,6 +227,7 @@ static void prior_acceptance(mf_spec *s) {
     memset(s->cal_s, 0, sizeof s->cal_s);
     memset(s->cal_f, 0, sizeof s->cal_f);
     s->d_rate = 1.1, s->backed = false;
+    s->d_rounds = 0;
     s->plain_run = 0;
 }
 
@@ -644,19 +646,21 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
          * when it found nothing to draft; a draft model's empty round shows in its gain below) */
         if (s->dctx) {
             /* the round's gain as modelled (tokens per one-token pass; its catching up one draft step):
-             * below 1 on average, the draft backs off; a probe ends the back-off where it keeps two
-             * tokens (one if it drafted one) and gains */
+             * below 1 on average over three rounds or more, the draft backs off (one round says
+             * little: a failed round of two tokens loses more than a kept one gains, and the first
+             * rounds draft before the calibration knows what the draft's confidence is worth); a
+             * probe ends the back-off where it keeps a token and gains */
             double cost = 1.0 + draft_cost(s) * (1 + n_ddec);
             for (int32_t j = 0; j < n_draft; j++) cost += verify_cost(s, j);
             const double rate = (n_acc + 1) / cost;
             if (s->r_probe) {
-                const bool paid = n_acc >= (n_draft < 2 ? n_draft : 2) && n_draft > 0 && rate >= 1.0;
+                const bool paid = n_acc >= 1 && rate >= 1.0;
                 s->probe_fail = paid ? 0 : s->probe_fail + 1;
                 s->backed = !paid;
-                if (paid) s->d_rate = fmax(s->d_rate, 1.05);
+                if (paid) s->d_rate = fmax(s->d_rate, 1.05), s->d_rounds = 0;
             } else {
                 s->d_rate = 0.8 * s->d_rate + 0.2 * rate;
-                if (s->d_rate < 1.0) s->backed = true;
+                if (++s->d_rounds >= 3 && s->d_rate < 1.0) s->backed = true;
             }
             for (int32_t j = 0; j <= n_acc && j < n_draft; j++) { /* the tested tokens' calibration */
                 const int b = cal_bin(s->dconf[j]);
