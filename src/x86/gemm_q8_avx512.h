@@ -262,7 +262,7 @@ static inline __m512i q8g_dpbusd(__m512i c, __m512i a, __m512i w) {
  * straight from a packed weight: no panel slice. Each block's weights and start values are formed in
  * registers for up to two tokens at a time (16 accumulators), each further pair reading the panel
  * again from cache; the first pass streams the panel, fetching eight blocks ahead, the second the
- * next panel (mf_few_pass_ahead). The float steps
+ * next panel into L2 (mf_few_pass_ahead). The float steps
  * are q8g_tile's, so the outputs are its bits. ab, da: the tokens' biased activations and scales
  * (q8g_prepare). Ahead of the packed GEMM through 16 tokens (Zen 4, bench_gemm --cold --packed
  * --threads 2 q8_0 4864 896 N: 1 token 0.13 against 0.26 ms, 8 0.34 against 0.39, 16 0.50 against
