@@ -308,8 +308,7 @@ static inline __attribute__((always_inline)) void q8g_few(const mf_weight *w, in
         const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
         for (int64_t t = 0; t < nt; t += 2) {
             float *yt = y + (size_t)t * ldy + o;
-            const size_t ahead =
-                mf_few_pass_ahead((int)(t / 2), (int)MF_MIN(2, nt - t), Q8G_PBLK(q5), nb, o + 16 < o1);
+            const size_t ahead = mf_few_pass_ahead((int)(t / 2), Q8G_PBLK(q5), nb, o + 16 < o1);
             if (nt - t >= 2)
                 q8g_few_pass(2, p, nb, q5, ab + t * nb * 32, da + t * nb, ahead, yt, ldy, mask);
             else

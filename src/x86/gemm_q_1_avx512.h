@@ -350,8 +350,7 @@ static inline __attribute__((always_inline)) void q1g_few(const mf_weight *w, in
         const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
         for (int64_t t = 0; t < nt; t += 2) {
             const uint8_t *at = act + (size_t)t * act_row;
-            const size_t ahead =
-                mf_few_pass_ahead((int)(t / 2), (int)MF_MIN(2, nt - t), Q1G_PBLK(has_qh), nb, o + 16 < o1);
+            const size_t ahead = mf_few_pass_ahead((int)(t / 2), Q1G_PBLK(has_qh), nb, o + 16 < o1);
             if (nt - t >= 2)
                 q1g_few_pass(2, p, nb, has_qh, at, act_row, da + t * nb, sa + t * nb, ahead, y + (size_t)t * ldy + o, ldy, mask);
             else
