@@ -253,17 +253,22 @@ static size_t scratch_size(int64_t K) {
 
 /* Up to TT tokens straight from a packed panel (p: its first super-block): no panel copy, each
  * super-block's nibbles split in registers and used by every token; the float chains and their
- * order are the tile's. */
+ * order are the tile's. ahead: what the pass fetches meanwhile, in vectors from the super-block at
+ * hand (FEW_STREAM: the panel two super-blocks ahead, into L1; beyond: the next panel, into L2; 0:
+ * nothing), as mf_few_pass_ahead plans the passes of the other packed formats. */
+#define FEW_STREAM (2 * PVEC)
 static inline __attribute__((always_inline)) void few(const int nt, const uint8_t *p, int64_t nsb, const uint8_t *act,
-                                                      size_t act_row, const uint32_t *stab, size_t stab_row, float *y,
-                                                      size_t ldy, __mmask16 mask) {
+                                                      size_t act_row, const uint32_t *stab, size_t stab_row,
+                                                      int64_t ahead, float *y, size_t ldy, __mmask16 mask) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 s[TT], sm[TT];
     for (int t = 0; t < nt; t++) s[t] = sm[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const __m512i *pk = (const __m512i *)(p + (size_t)sb * PVEC * 64);
-        /* two super-blocks ahead: one panel's stream after another's */
-        for (int l = 0; l < PVEC; l++) _mm_prefetch((const char *)(pk + 2 * PVEC + l), _MM_HINT_T0);
+        if (ahead == FEW_STREAM) /* one panel's stream after another's */
+            for (int l = 0; l < PVEC; l++) _mm_prefetch((const char *)(pk + FEW_STREAM + l), _MM_HINT_T0);
+        else if (ahead)
+            for (int l = 0; l < PVEC; l++) _mm_prefetch((const char *)(pk + ahead + l), _MM_HINT_T1);
         __m512 dw, dmw, sc[8];
         __m512i mn[4];
         sb_scales(_mm512_load_si512(pk + 32), _mm512_load_si512(pk + 33), _mm512_load_si512(pk + 34),
@@ -336,10 +341,12 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
                 for (int64_t t = 0; t < nt; t += 2) {
                     const uint8_t *at = act + (size_t)t * act_row;
                     const uint32_t *st = stab + (size_t)t * stab_row;
+                    /* the first pass streams the panel, the second fetches the next one */
+                    const int64_t ahead = t == 0 ? FEW_STREAM : t == 2 && o + 16 < o1 ? nsb * PVEC : 0;
                     if (nt - t >= 2)
-                        few(2, p, nsb, at, act_row, st, stab_row, y + (size_t)t * ldy + o, ldy, mask);
+                        few(2, p, nsb, at, act_row, st, stab_row, ahead, y + (size_t)t * ldy + o, ldy, mask);
                     else
-                        few(1, p, nsb, at, act_row, st, stab_row, y + (size_t)t * ldy + o, ldy, mask);
+                        few(1, p, nsb, at, act_row, st, stab_row, ahead, y + (size_t)t * ldy + o, ldy, mask);
                 }
             }
             continue;
