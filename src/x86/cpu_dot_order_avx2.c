@@ -472,9 +472,6 @@ static void dot_q4_K_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     _mm256_storeu_ps(out, _mm256_sub_ps(s, sm));
 }
 
-/* Blocks a row may have for dot8n_signed32_rg (its activation scales on the stack). */
-#define SIGNED32_MAX_BLOCKS 1024
-
 /* The signed weight bytes of a Q8_0 or Q5_0 block, as st_q8_0 / st_q5_0 form them. */
 static inline __m256i signed_w(bool q5, const uint8_t *b) {
     if (!q5) return mf_x86_load(((const mf_block_q8_0 *)b)->qs);
@@ -531,9 +528,6 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
     const int64_t nb = n / 32;
     const size_t ahead = dot8_ahead(ws);
     const int lines = (int)((rg * bs + 63) / 64);
-    float da[4][SIGNED32_MAX_BLOCKS];
-    for (int t = 0; t < nt; t++)
-        for (int64_t i = 0; i < nb; i++) da[t][i] = mf_x86_h2f(((const mf_block_q8_0 *)(a + (size_t)t * as) + i)->d);
     for (int r0 = 0; r0 < 8; r0 += rg) {
         const uint8_t *wg = w + (size_t)r0 * ws;
         /* the group of eight rows after next, linearly, rg blocks' bytes a step */
@@ -544,7 +538,11 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
         for (int64_t i = 0; i < nb; i++) {
             for (int l = 0; l < lines; l++) _mm_prefetch(pf + (size_t)i * rg * bs + 64 * l, _MM_HINT_T0);
             __m256i av[4];
-            for (int t = 0; t < nt; t++) av[t] = mf_x86_load(((const mf_block_q8_0 *)(a + (size_t)t * as) + i)->qs);
+            float da[4];
+            for (int t = 0; t < nt; t++) {
+                const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+                av[t] = mf_x86_load(ab->qs), da[t] = mf_x86_h2f(ab->d);
+            }
             for (int r = 0; r < rg; r++) {
                 const uint8_t *b = wg + (size_t)r * ws + (size_t)i * bs;
                 const __m256i x = signed_w(q5, b), ax = _mm256_sign_epi8(x, x);
@@ -553,7 +551,7 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
                 const float dw = mf_x86_h2f(dh);
                 for (int t = 0; t < nt; t++) {
                     const __m256i l = lanes_us(ax, _mm256_sign_epi8(av[t], x));
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[t][i]), _mm256_cvtepi32_ps(l), acc[r][t]);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[t]), _mm256_cvtepi32_ps(l), acc[r][t]);
                 }
             }
         }
@@ -571,7 +569,7 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
 static inline __attribute__((always_inline)) void dot8n_signed32_pick(bool q5, const int nt, int64_t n,
                                                                        const uint8_t *w, size_t ws, const uint8_t *a,
                                                                        size_t as, float *out, size_t os) {
-    if (nt > 3 || n / 32 > SIGNED32_MAX_BLOCKS)
+    if (nt > 3)
         dot8n_signed32(q5, nt, n, w, ws, a, as, out, os);
     else if (nt <= 2)
         dot8n_signed32_rg(q5, nt, 4, n, w, ws, a, as, out, os);
