@@ -479,11 +479,11 @@ static inline __m256i signed_w(bool q5, const uint8_t *b) {
     return _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(x->qs), mf_x86_bit5_32(x->qh)), _mm256_set1_epi8(16));
 }
 
-/* Against nt (1..4) activation rows: each row's signed weight bytes and |w| are formed once per
- * block, the eight scale products per token; every (row, token) keeps st_q8_0's / st_q5_0's steps
- * in its own accumulator (rows in an outer loop, so 8 rows x 4 tokens of
- * accumulators never have to be live at once: per block, the tokens' partial steps go through a
- * small array in cache). */
+/* Against nt (1..4) activation rows, the eight rows side by side (dot8n_signed32_pick runs it for
+ * four tokens): each row's signed weight bytes and |w| are formed once per block for every token,
+ * the eight rows' scale products once per token and block; every (row, token) keeps st_q8_0's /
+ * st_q5_0's steps in its own accumulator, 8 x nt of them, which from two tokens on live in memory
+ * (the row-group dots below keep theirs in registers). */
 static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const int nt, int64_t n, const uint8_t *w,
                                                                   size_t ws, const uint8_t *a, size_t as, float *out,
                                                                   size_t os) {
