@@ -2,9 +2,10 @@
  * level this CPU runs, on the shapes the matmul gives it and every tail around them: weight rows
  * 1..40 (one and several tiles), activation rows 1..130 (full and partial tiles and 64-row
  * chunks), lengths across the 16-value chunks and the 1,024-value segments, padded strides and odd
- * addresses. Each result within a float summation bound of the exact dot (in double) of the same
- * rounded values; nothing outside the nr x nc block of out is written. (That each result equals
- * the level's dot bit for bit is test_simd_invariance's.) */
+ * addresses; and the AVX2 tile's wide build (mf_simd_gemm_avx2_wide) where the CPU has one. Each
+ * result within a float summation bound of the exact dot (in double) of the same rounded values;
+ * nothing outside the nr x nc block of out is written. (That each result equals the level's dot bit
+ * for bit is test_simd_invariance's.) */
 #include "test.h"
 #include "simd/simd.h"
 #include "core/core.h"
@@ -48,8 +49,8 @@ static const float SENTINEL = -12345.0f;
 /* worst |got - exact| / sum |w a| seen, per type, for the summary line */
 static double worst_ratio[3];
 
-static void test_shape(mf_simd_level lv, int ti, mf_type t, int64_t n, int nr, int nc, uint8_t *wbuf, uint8_t *abuf,
-                       float *xw, float *xa, float *out) {
+static void test_shape(const char *lv_name, mf_gemm_fn gemm, int ti, mf_type t, int64_t n, int nr, int nc, uint8_t *wbuf,
+                       uint8_t *abuf, float *xw, float *xa, float *out) {
     const mf_type_traits *tr = mf_type_get_traits(t);
     const size_t es = mf_row_size(t, 1);
     /* padded strides, and rows that start off 64-byte alignment */
@@ -61,7 +62,7 @@ static void test_shape(mf_simd_level lv, int ti, mf_type t, int64_t n, int nr, i
     const size_t os = (size_t)nr + 3;
     const size_t out_len = os * (size_t)(nc + 1);
     for (size_t i = 0; i < out_len; i++) out[i] = SENTINEL;
-    mf_simd_gemm_at(lv, t)(n, nr, nc, w, ws, a, as, out, os);
+    gemm(n, nr, nc, w, ws, a, as, out, os);
     int bad = 0, outside = 0;
     for (int c = 0; c <= nc; c++)
         for (size_t r = 0; r < os; r++) {
@@ -85,7 +86,7 @@ static void test_shape(mf_simd_level lv, int ti, mf_type t, int64_t n, int nr, i
             if (!(err <= 4e-6 * mag + 1e-30) && bad++ < 3)
                 fprintf(stderr, "  r=%zu c=%d: %.9g vs exact %.9g (sum|wa| %.4g)\n", r, c, got, exact, mag);
         }
-    CHECKF(bad == 0 && outside == 0, "%s %s n=%lld nr=%d nc=%d: %d wrong, %d written outside", mf_simd_level_name(lv),
+    CHECKF(bad == 0 && outside == 0, "%s %s n=%lld nr=%d nc=%d: %d wrong, %d written outside", lv_name,
            tr->name, (long long)n, nr, nc, bad, outside);
 }
 
@@ -102,22 +103,26 @@ int main(void) {
     float *out = malloc((size_t)43 * 131 * sizeof(float));
     CHECK(wbuf && abuf && xw && xa && out);
     if (!(wbuf && abuf && xw && xa && out)) return test_summary("test_simd_float_gemm");
-    for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++) {
-        const mf_simd_level lv = (mf_simd_level)l;
-        if (!mf_simd_level_supported(lv)) continue;
+    /* every level this CPU runs, then (l == MF_SIMD_LEVEL_COUNT) the AVX2 float tile's wide build */
+    for (int l = 0; l <= MF_SIMD_LEVEL_COUNT; l++) {
+        const bool wide = l == MF_SIMD_LEVEL_COUNT;
+        const mf_simd_level lv = wide ? MF_SIMD_AVX2 : (mf_simd_level)l;
+        if (wide ? !mf_simd_gemm_avx2_wide(MF_TYPE_F16) : !mf_simd_level_supported(lv)) continue;
+        const char *name = wide ? "avx2 (wide build)" : mf_simd_level_name(lv);
         for (int ti = 0; ti < 3; ti++) {
-            CHECK(mf_simd_gemm_at(lv, types[ti]) != NULL);
-            if (!mf_simd_gemm_at(lv, types[ti])) continue;
+            const mf_gemm_fn gemm = wide ? mf_simd_gemm_avx2_wide(types[ti]) : mf_simd_gemm_at(lv, types[ti]);
+            CHECK(gemm != NULL);
+            if (!gemm) continue;
             for (size_t ni = 0; ni < MF_ARRAY_LEN(ns); ni++)
                 for (size_t ri = 0; ri < MF_ARRAY_LEN(nrs); ri++)
                     for (size_t ci = 0; ci < MF_ARRAY_LEN(ncs); ci++) {
                         /* the sanitized build takes the long rows with fewer shapes */
                         if (sanitized && ns[ni] > 600 && (ri + ci) % 3) continue;
-                        test_shape(lv, ti, types[ti], ns[ni], nrs[ri], ncs[ci], wbuf, abuf, xw, xa, out);
+                        test_shape(name, gemm, ti, types[ti], ns[ni], nrs[ri], ncs[ci], wbuf, abuf, xw, xa, out);
                     }
         }
-        printf("level %s: worst |err| / sum|wa|: F32 %.3g, F16 %.3g, BF16 %.3g\n", mf_simd_level_name(lv),
-               worst_ratio[0], worst_ratio[1], worst_ratio[2]);
+        printf("level %s: worst |err| / sum|wa|: F32 %.3g, F16 %.3g, BF16 %.3g\n", name, worst_ratio[0],
+               worst_ratio[1], worst_ratio[2]);
         worst_ratio[0] = worst_ratio[1] = worst_ratio[2] = 0;
     }
     free(wbuf), free(abuf), free(xw), free(xa), free(out);

@@ -56,6 +56,7 @@ enum { MAX_NR = 130, MAX_NC = 70 };
 
 typedef struct {
     mf_simd_level lv;
+    mf_gemm_fn gemm; /* the level's tile, or the AVX2 float tile's wide build */
     mf_type t;
     int64_t n;
     const uint8_t *wpool, *apool[MF_SIMD_LEVEL_COUNT]; /* MAX_NR weight rows, MAX_NC activation rows, packed */
@@ -88,7 +89,7 @@ static int check_case(const ctx *x, int nr, int nc, int variant) {
     const size_t os = (size_t)nr + (size_t)(variant % 5);
     const size_t out_len = os * (size_t)(nc + 1);
     for (size_t i = 0; i < out_len; i++) x->out[i] = SENTINEL;
-    mf_simd_gemm_at(x->lv, x->t)(x->n, nr, nc, w, ws, a, as, x->out, os);
+    x->gemm(x->n, nr, nc, w, ws, a, as, x->out, os);
     mf_vec_dot_fn dot = mf_simd_vec_dot_at(x->lv, x->t);
     int bad = 0;
     for (int c = 0; c <= nc; c++)
@@ -164,7 +165,7 @@ int main(int argc, char **argv) {
         const mf_type at = tr->vec_dot_type;
         int64_t ns[64];
         const int nn = lengths(tr->blck_size, ns);
-        int bad[MF_SIMD_LEVEL_COUNT] = {0}, cases[MF_SIMD_LEVEL_COUNT] = {0};
+        int bad[MF_SIMD_LEVEL_COUNT] = {0}, cases[MF_SIMD_LEVEL_COUNT] = {0}, bad_wide = 0, cases_wide = 0;
         for (int k = 0; k < nn; k++) {
             x.n = ns[k];
             const bool big = x.n > 1100;
@@ -200,18 +201,25 @@ int main(int argc, char **argv) {
                     CHECKF(mf_simd_gemm_at(x.lv, x.t) != NULL, "%s %s: a dot but no gemm", mf_simd_level_name(x.lv), tr->name);
                 }
                 if (!mf_simd_gemm_at(x.lv, x.t)) continue;
-                int variant = k;
-                /* every nr against a few nc, every nc against a few nr; long rows take fewer */
-                for (size_t i = 0; i < MF_ARRAY_LEN(nrs); i++) {
-                    if ((big || sanitized) && i % (big ? 6 : 3)) continue;
-                    bad[l] += check_case(&x, nrs[i], ncs[(i + (size_t)k) % MF_ARRAY_LEN(ncs)], variant++), cases[l]++;
+                /* at the AVX2 level the float tile's wide build too (what Zen 4's AVX-512 level runs):
+                 * the same dot's bits */
+                const mf_gemm_fn wide = x.lv == MF_SIMD_AVX2 ? mf_simd_gemm_avx2_wide(x.t) : NULL;
+                for (int wi = 0; wi < (wide ? 2 : 1); wi++) {
+                    x.gemm = wi ? wide : mf_simd_gemm_at(x.lv, x.t);
+                    int *b = wi ? &bad_wide : &bad[l], *cs = wi ? &cases_wide : &cases[l];
+                    int variant = k;
+                    /* every nr against a few nc, every nc against a few nr; long rows take fewer */
+                    for (size_t i = 0; i < MF_ARRAY_LEN(nrs); i++) {
+                        if ((big || sanitized) && i % (big ? 6 : 3)) continue;
+                        *b += check_case(&x, nrs[i], ncs[(i + (size_t)k) % MF_ARRAY_LEN(ncs)], variant++), (*cs)++;
+                    }
+                    for (size_t i = 0; i < MF_ARRAY_LEN(ncs); i++) {
+                        if ((big || sanitized) && i % (big ? 6 : 3)) continue;
+                        *b += check_case(&x, nrs[(i * 7 + (size_t)k) % MF_ARRAY_LEN(nrs)], ncs[i], variant++), (*cs)++;
+                    }
+                    if (x.n <= 1100 && (k == nn - 1 || ns[k + 1] > 1100)) /* the largest shape, on a model-sized row */
+                        *b += check_case(&x, MAX_NR, MAX_NC, variant), (*cs)++;
                 }
-                for (size_t i = 0; i < MF_ARRAY_LEN(ncs); i++) {
-                    if ((big || sanitized) && i % (big ? 6 : 3)) continue;
-                    bad[l] += check_case(&x, nrs[(i * 7 + (size_t)k) % MF_ARRAY_LEN(nrs)], ncs[i], variant++), cases[l]++;
-                }
-                if (x.n <= 1100 && (k == nn - 1 || ns[k + 1] > 1100)) /* the largest shape, on a model-sized row */
-                    bad[l] += check_case(&x, MAX_NR, MAX_NC, variant), cases[l]++;
             }
         }
         for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++) {
@@ -219,6 +227,12 @@ int main(int argc, char **argv) {
             CHECKF(bad[l] == 0, "%s %s: %d results of the gemm differ from the dot (%d shapes)",
                    mf_simd_level_name((mf_simd_level)l), tr->name, bad[l], cases[l]);
             test_checks += cases[l];
+        }
+        if (cases_wide) {
+            CHECKF(bad_wide == 0, "avx2 (wide build) %s: %d results of the gemm differ from the dot (%d shapes)",
+                   tr->name, bad_wide, cases_wide);
+            test_checks += cases_wide;
+            printf("avx2 %s: the wide build's tile checked too (%d shapes)\n", tr->name, cases_wide);
         }
     }
     for (int l = 0; l < MF_SIMD_LEVEL_COUNT; l++)

@@ -104,6 +104,8 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
             continue;
         }
         m.tile = mf_simd_gemm_at(fl, (mf_type)t);
+        /* there, the AVX2 tile built for AVX-512's registers (the same bits) */
+        if (fl != level && mf_simd_gemm_avx2_wide((mf_type)t)) m.tile = mf_simd_gemm_avx2_wide((mf_type)t);
         /* the AVX2 float dot is one fma chain per row (dot_float_avx2.c): a one-token matmul runs
          * on the tile, which takes rows from four strands of the matrix side by side */
         m.tile_one = fl == MF_SIMD_AVX2 && is_float;

@@ -274,6 +274,14 @@ mf_gemm_fn mf_simd_gemm_at(mf_simd_level level, mf_type t) {
     return ref_gemm(t);
 }
 
+mf_gemm_fn mf_simd_gemm_avx2_wide(mf_type t) {
+#if defined(__x86_64__)
+    if (mf_simd_level_supported(MF_SIMD_AVX512)) return mf_x86_gemm_float_wide(t);
+#endif
+    (void)t;
+    return NULL;
+}
+
 mf_vec_dot_fn mf_simd_vec_dot(mf_type t) { return mf_simd_vec_dot_at(mf_simd_best_level(), t); }
 
 mf_quantize_fn mf_simd_quantize_row(mf_type act_type) {

@@ -74,6 +74,12 @@ mf_gemm_fn mf_simd_gemm(mf_type t);
 mf_vec_dot_fn mf_simd_vec_dot_at(mf_simd_level level, mf_type t);
 mf_quantize_fn mf_simd_quantize_row_at(mf_simd_level level, mf_type act_type);
 mf_gemm_fn mf_simd_gemm_at(mf_simd_level level, mf_type t);
+/* The AVX2 level's float tile (F32, F16, BF16) built with AVX-512's 32 vector registers: the same
+ * bits as mf_simd_gemm_at(MF_SIMD_AVX2, t), with four rows beside four tokens' accumulators where
+ * the AVX2 build has room for two. What the AVX-512 level multiplies float weights with where
+ * mf_simd_avx512_narrow() says it runs them on the AVX2 kernels. NULL unless this CPU runs the
+ * AVX-512 level and t is a float type. */
+mf_gemm_fn mf_simd_gemm_avx2_wide(mf_type t);
 /* True if the level has its own kernel (not the reference) for the weight type's dot. */
 bool mf_simd_has_vec_dot(mf_simd_level level, mf_type t);
 

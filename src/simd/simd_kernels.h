@@ -27,6 +27,8 @@ void mf_simd_register_avx512_k(mf_simd_table *t);
 void mf_simd_register_avx512_float(mf_simd_table *t);
 void mf_simd_register_avx512_act(mf_simd_table *t);
 void mf_simd_register_neon(mf_simd_table *t);
+/* The AVX2 float tile built for 32 registers (dot_float_wide_avx512.c); NULL for other types. */
+mf_gemm_fn mf_x86_gemm_float_wide(mf_type t);
 
 /* Defines `static void name(...)`, an mf_gemm_fn that calls the dot `dot` once per (row, column)
  * pair, row by row so each weight row is still in cache for its columns: the tile entry for types
