@@ -60,6 +60,10 @@ struct mf_spec {
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
     double m_v[MF_SPEC_MAX_DRAFT + 2]; /* and of a pass of n tokens (a cliff where a kernel changes) */
+    /* each size of pass, and the draft's steps, are timed from their second on: the first builds its
+     * graph and finds the caches cold (a 3-token pass of SmolLM2-135M F16 took 13.1 ms the first
+     * time, 11.7 after; its Q4_0 draft's step 5.7 against 4.3 ms) */
+    bool v_seen[MF_SPEC_MAX_DRAFT + 2], td_seen;
     /* a draft model's calibration: how often a drafted token was kept, by the draft's confidence in
      * it (SPEC_CAL bins of its top probability), as decayed successes / failures; the modelled gain
      * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
@@ -464,8 +468,11 @@ static int32_t draft_model_depth(mf_spec *s) {
     if (s->greedy && s->timed && s->m_t1 <= 0) return 0; /* measure a plain pass first */
     /* nor does a draft model draft where even near-certain acceptance would barely pay for its cost
      * (a Q4_0 draft of a Q8_0 target reads more than half the target's bytes): catching up after
-     * each back-off alone costs a few steps */
-    if (best_rate(verify_cost(s, 0) + draft_cost(s), &s->p, 0.95) < 1.2) return 0;
+     * each back-off alone costs a few steps. The models' bytes decide this, not the measured times:
+     * those are refreshed only by drafting, so one slow measurement would stop a good draft for
+     * good (it did, in about one run in six of SmolLM2-135M F16 with its Q4_0 draft); a draft that
+     * is slower than its bytes say backs off on its rounds' gains and probes again. */
+    if (best_rate(s->p.verify_cost + s->td, &s->p, 0.95) < 1.2) return 0;
     if (!s->backed) return s->p.draft_max;
     if (s->plain_run < 16 << (s->probe_fail < 4 ? s->probe_fail : 4)) return 0;
     s->r_probe = true;
@@ -707,14 +714,20 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(s->ctx) - 1, &rd))) return st;
     if (n > 0) {
         s->st.verify_s += t2 - t1;
-        if (n <= MF_SPEC_MAX_DRAFT + 1) decay(&s->m_v[n], t2 - t1);
-        if (n_draft == 0) decay(&s->m_t1, t2 - t1);
-        else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+        const bool sized = n <= MF_SPEC_MAX_DRAFT + 1, steady = !sized || s->v_seen[n];
+        if (sized) s->v_seen[n] = true;
+        if (steady) {
+            if (sized) decay(&s->m_v[n], t2 - t1);
+            if (n_draft == 0) decay(&s->m_t1, t2 - t1);
+            else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+        }
         /* a draft step's time, which a drafted token costs when drafting goes on round after round:
          * its generating decodes', or a catch-up of one or two tokens (a steady round's); the longer
          * catch-up after plain rounds is the price of coming back, not of a draft token */
-        if (k > 0 && s->dctx && (s->r_ddec > 0 || s->r_ncatch <= 2))
-            decay(&s->m_td, s->r_ddec > 0 ? s->r_tgen / s->r_ddec : s->r_tcatch);
+        if (k > 0 && s->dctx && (s->r_ddec > 0 || s->r_ncatch <= 2)) {
+            if (s->td_seen) decay(&s->m_td, s->r_ddec > 0 ? s->r_tgen / s->r_ddec : s->r_tcatch);
+            s->td_seen = true;
+        }
     }
     *text = rd.text, *len = rd.len, *reason = rd.reason, *context_full = rd.context_full;
     return MF_OK;
