@@ -68,7 +68,7 @@ struct mf_spec {
      * it (SPEC_CAL bins of its top probability), as decayed successes / failures; the modelled gain
      * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
     double cal_s[SPEC_CAL], cal_f[SPEC_CAL];
-    double d_rate;
+    double d_tok, d_cost; /* decayed sums of its rounds' tokens and modelled costs */
     int32_t d_rounds; /* its rounds since generation began or a probe ended a back-off */
     bool backed;
     int32_t plain_run; /* plain rounds since the last draft (or draft model probe) */
@@ -230,7 +230,7 @@ static void prior_acceptance(mf_spec *s) {
     memset(s->pos_f, 0, sizeof s->pos_f);
     memset(s->cal_s, 0, sizeof s->cal_s);
     memset(s->cal_f, 0, sizeof s->cal_f);
-    s->d_rate = 1.1, s->backed = false;
+    s->d_tok = 1.65, s->d_cost = 1.5, s->backed = false; /* a round's worth of a small gain */
     s->d_rounds = 0;
     s->plain_run = 0;
 }
@@ -653,10 +653,12 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
          * when it found nothing to draft; a draft model's empty round shows in its gain below) */
         if (s->dctx) {
             /* the round's gain as modelled (tokens per one-token pass; its catching up one draft step):
-             * below 1 on average over three rounds or more, the draft backs off (one round says
+             * below 1 over three rounds or more (their decayed tokens over their decayed costs, so
+             * that a long failed round weighs what it cost), the draft backs off (one round says
              * little: a failed round of two tokens loses more than a kept one gains, and the first
              * rounds draft before the calibration knows what the draft's confidence is worth); a
-             * probe ends the back-off where it keeps a token and gains */
+             * probe ends the back-off where it keeps a token and gains. The modelled cost of a round
+             * is its measured time within a few percent (SmolLM2-135M F16 with its Q4_0 draft). */
             double cost = 1.0 + draft_cost(s) * (1 + n_ddec);
             for (int32_t j = 0; j < n_draft; j++) cost += verify_cost(s, j);
             const double rate = (n_acc + 1) / cost;
@@ -664,10 +666,10 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
                 const bool paid = n_acc >= 1 && rate >= 1.0;
                 s->probe_fail = paid ? 0 : s->probe_fail + 1;
                 s->backed = !paid;
-                if (paid) s->d_rate = fmax(s->d_rate, 1.05), s->d_rounds = 0;
+                if (paid) s->d_tok = fmax(s->d_tok, 1.05 * s->d_cost), s->d_rounds = 0;
             } else {
-                s->d_rate = 0.8 * s->d_rate + 0.2 * rate;
-                if (++s->d_rounds >= 3 && s->d_rate < 1.0) s->backed = true;
+                s->d_tok = 0.8 * s->d_tok + (n_acc + 1), s->d_cost = 0.8 * s->d_cost + cost;
+                if (++s->d_rounds >= 3 && s->d_tok < s->d_cost) s->backed = true;
             }
             for (int32_t j = 0; j <= n_acc && j < n_draft; j++) { /* the tested tokens' calibration */
                 const int b = cal_bin(s->dconf[j]);
