@@ -52,7 +52,6 @@ static inline size_t fl_size(int kind) { return kind == FS_F32 ? 4 : 2; }
  * copies compiled apart. */
 float mf_x86_fl_tail(int kind, float s, const void *w, const void *a, int64_t i, int64_t n);
 
-
 static inline __attribute__((always_inline)) float fl_finish(int kind, __m256 acc, int64_t n, const char *w,
                                                              const char *a) {
     const float s = mf_x86_hsum8(acc);
@@ -65,7 +64,8 @@ static inline __attribute__((always_inline)) float fl_finish(int kind, __m256 ac
  * and its outputs at out[t * out_stride + r * ors]. Each row's run is fetched FL_AHEAD bytes ahead
  * into L2, a line at a time: the hardware prefetchers alone fell behind while the fmas of several
  * tokens ran (SmolLM2-135M F16 on Zen 4, 2 threads, steps of 1-4 tokens of one sequence, medians
- * of alternating runs: 4-10 % faster where memory was slow, level where it was fast). */
+ * of alternating runs: 4-10 % faster where memory was slow, level where it was fast). A fetch past
+ * the matrix never faults. */
 enum { FL_AHEAD = 2048 };
 static inline __attribute__((always_inline)) void fl_rows(int kind, const int R, const int T, int64_t n, const char *w,
                                                           size_t rs, const char *a, size_t a_stride, float *out,
@@ -101,11 +101,11 @@ static inline __attribute__((always_inline)) void fl_rows(int kind, const int R,
 /* A few tokens (decode, a server's step of a few sequences, a speculative draft verified), bound by
  * reading the weights. The rows are cut into rg strands of consecutive rows (four for up to three
  * tokens, else two: what 16 registers hold beside four tokens' accumulators; four with 32
- * registers, FL_WIDE), and the strands
- * advance together, one row of each at a time: rg fma chains per token side by side, while each
- * strand is one sequential run through memory that the hardware prefetchers follow (neighbouring
- * rows side by side would interleave rg runs within each page, and lose a third of the speed). The
- * tokens pass over each set of rows four at a time, the later groups reading the rows from L1.
+ * registers, FL_WIDE), and the strands advance together, one row of each at a time: rg fma chains
+ * per token side by side, while each strand is one sequential run through memory that the hardware
+ * prefetchers follow (neighbouring rows side by side would interleave rg runs within each page, and
+ * lose a third of the speed). The tokens pass over each set of rows four at a time, the later
+ * groups reading the rows from L1.
  * Four rows by four tokens (FL_WIDE) against two by four: SmolLM2-135M F16, a step of four tokens
  * 12.5-16.3 -> 11.9-13.0 ms on Zen 4 (one token 9.5-12.2 ms), medians of alternating runs. */
 static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, int nr, int nc, const char *w,
