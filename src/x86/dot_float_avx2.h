@@ -16,6 +16,9 @@
 #ifndef FL_WIDE
 #define FL_WIDE 0 /* 1: 32 vector registers (AVX-512VL builds) */
 #endif
+/* The most tokens fl_rows takes at once: four rows' accumulators and the tokens' vectors fill the
+ * registers */
+#define FL_TMAX (FL_WIDE ? 6 : 4)
 
 enum { FS_F32, FS_F16, FS_BF16 };
 enum {
@@ -71,28 +74,28 @@ static inline __attribute__((always_inline)) void fl_rows(int kind, const int R,
                                                           size_t rs, const char *a, size_t a_stride, float *out,
                                                           size_t out_stride, size_t ors) {
     const size_t es = fl_size(kind);
-    __m256 acc[4][4];
+    __m256 acc[4][FL_TMAX];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i + 8 <= n; i += 8) {
         if ((i * (int64_t)es & 63) == 0)
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) _mm_prefetch(w + (size_t)r * rs + (size_t)i * es + FL_AHEAD, _MM_HINT_T1);
-        __m256 av[4];
-#pragma GCC unroll 4
+        __m256 av[FL_TMAX];
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) av[t] = fl_load8(kind, a + (size_t)t * a_stride + (size_t)i * es);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m256 wv = fl_load8(kind, w + (size_t)r * rs + (size_t)i * es);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++)
             out[(size_t)t * out_stride + (size_t)r * ors] =
                 fl_finish(kind, acc[r][t], n, w + (size_t)r * rs, a + (size_t)t * a_stride);
@@ -105,30 +108,35 @@ static inline __attribute__((always_inline)) void fl_rows(int kind, const int R,
  * per token side by side, while each strand is one sequential run through memory that the hardware
  * prefetchers follow (neighbouring rows side by side would interleave rg runs within each page, and
  * lose a third of the speed). The tokens pass over each set of rows four at a time, the later
- * groups reading the rows from L1.
- * Four rows by four tokens (FL_WIDE) against two by four: SmolLM2-135M F16, a step of four tokens
- * 12.5-16.3 -> 11.9-13.0 ms on Zen 4 (one token 9.5-12.2 ms), medians of alternating runs. */
+ * groups reading the rows from L1; with 32 registers five or six tokens take one pass (the weights
+ * converted once for all of them). SmolLM2-135M F16 on Zen 4, medians of alternating runs: a step
+ * of four tokens 12.5-16.3 -> 11.9-13.0 ms with four rows by four tokens (FL_WIDE) against two by
+ * four (one token 9.5-12.2 ms); five tokens in one pass 12.8-15.6 -> 11.9-14.2 ms, six 14.1-16.4 ->
+ * 13.1-15.9 against passes of four and the rest. */
 static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, int nr, int nc, const char *w,
                                                          size_t w_stride, const char *a, size_t a_stride, float *out,
                                                          size_t out_stride) {
     const int rg = nc <= 3 || FL_WIDE ? 4 : 2;
     const int q = nr / rg; /* rows per strand; the last nr % rg rows follow one at a time */
     const size_t rs = (size_t)q * w_stride;
+    const int tg = rg == 4 && nc <= FL_TMAX ? nc : 4; /* tokens per pass */
     for (int j = 0; j < q; j++) {
         const char *wr = w + (size_t)j * w_stride;
-        for (int c0 = 0; c0 < nc; c0 += 4) {
+        for (int c0 = 0; c0 < nc; c0 += tg) {
             const char *ac = a + (size_t)c0 * a_stride;
             float *o = out + (size_t)c0 * out_stride + j;
-            switch (MF_MIN(4, nc - c0) + (rg == 4 ? 0 : 4)) {
+            switch (MF_MIN(tg, nc - c0) + (rg == 4 ? 0 : 8)) {
             case 1: fl_rows(kind, 4, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             case 2: fl_rows(kind, 4, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             case 3: fl_rows(kind, 4, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
 #if FL_WIDE
             case 4: fl_rows(kind, 4, 4, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 5: fl_rows(kind, 4, 5, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 6: fl_rows(kind, 4, 6, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
 #endif
-            case 5: fl_rows(kind, 2, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
-            case 6: fl_rows(kind, 2, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
-            case 7: fl_rows(kind, 2, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 9: fl_rows(kind, 2, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 10: fl_rows(kind, 2, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
+            case 11: fl_rows(kind, 2, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             default: fl_rows(kind, 2, 4, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             }
         }
