@@ -441,13 +441,15 @@ static void admit(serve_engine *e) {
  * at depth 0, 3.6 ms at depth 2000 for the 0.5B shape on 2 threads), and at least PROMPT_FLOOR
  * tokens (a prompt moves while the estimates settle). So every such step takes about 1 +
  * PROMPT_SHARE decode-only steps: the streams' inter-token latency p99 while a long prompt
- * prefills stays near 2.2x their decode-only step (their quiet p99 is already 1.5-1.9x it), and the
- * prompt gets 55 % of the machine, its first token at about 1.8x its time alone (its tokens cost
+ * prefills stays near 1.8x their decode-only step (their quiet p99 is already 1.2-1.9x it), and the
+ * prompt gets 45 % of the machine, its first token at about 1.6x its time alone (its tokens cost
  * more in small chunks). A fixed count of tokens (12, earlier) made the steps at depth 2000 take
  * 4.5x a decode-only step. Measured (docs/server.md, 0.5B Q4_0, 2 threads, a 2,000-token newcomer
  * beside 3 streams): with 1.5 the streams' p99 ratio exceeded 2x in 5 of 17 runs (1.46-2.76x),
- * with 1.2 in none of 10 (1.30-1.88x), the newcomer's first token at 1.47-2.01x its idle time. */
-#define PROMPT_SHARE 1.2
+ * with 1.2 in none of 10 one session (1.30-1.88x) and in 4 of 8 another (1.38-2.60x); with 0.9 in
+ * none of 8 (1.54-1.95x), 0.75 in none of 4 (1.39-1.78x), the newcomer's first token at 1.25-1.90x
+ * its idle time with either (1.50-1.75x with 1.2). */
+#define PROMPT_SHARE 0.8
 /* STREAM_SETTLED: tokens a stream has sent before the budget protects it (step) */
 enum { PROMPT_FLOOR = 4, STREAM_SETTLED = 4 };
 
