@@ -41,15 +41,7 @@ static float dot_f32_f32(int64_t n, const void *w, const void *a) { return fl_do
 static float dot_f16_f16(int64_t n, const void *w, const void *a) { return fl_dot(FS_F16, n, w, a); }
 static float dot_bf16_bf16(int64_t n, const void *w, const void *a) { return fl_dot(FS_BF16, n, w, a); }
 
-static void gemm_f32(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_F32, n, nr, nc, w, ws, a, as, out, os);
-}
-static void gemm_f16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_F16, n, nr, nc, w, ws, a, as, out, os);
-}
-static void gemm_bf16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_BF16, n, nr, nc, w, ws, a, as, out, os);
-}
+FL_DEFINE_GEMMS
 
 void mf_simd_register_avx2_float(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);

@@ -332,4 +332,19 @@ static inline __attribute__((always_inline)) void fl_gemm(int kind, int64_t n, i
     }
 }
 
+/* This build's tile entries (mf_gemm_fn): gemm_f32, gemm_f16, gemm_bf16. */
+#define FL_DEFINE_GEMMS                                                                                      \
+    static void gemm_f32(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as,     \
+                         float *out, size_t os) {                                                          \
+        fl_gemm(FS_F32, n, nr, nc, w, ws, a, as, out, os);                                                 \
+    }                                                                                                      \
+    static void gemm_f16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as,     \
+                         float *out, size_t os) {                                                          \
+        fl_gemm(FS_F16, n, nr, nc, w, ws, a, as, out, os);                                                 \
+    }                                                                                                      \
+    static void gemm_bf16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as,    \
+                          float *out, size_t os) {                                                         \
+        fl_gemm(FS_BF16, n, nr, nc, w, ws, a, as, out, os);                                                \
+    }
+
 #endif /* MF_X86_DOT_FLOAT_AVX2_H */

@@ -1,20 +1,13 @@
 /* dot_float_wide_avx512.c: the AVX2 float tile (dot_float_avx2.h) built with AVX-512's 32 vector
  * registers, for CPUs whose AVX-512 level multiplies float weights with the AVX2 kernels
- * (mf_simd_avx512_narrow: Zen 4). Its few-token rows take four tokens beside four rows where the
- * AVX2 build, out of registers, takes two rows; every output is the same chain of the same
- * operations, so the bits are those of the AVX2 dot (tests/test_simd_invariance.c checks). */
+ * (mf_simd_avx512_narrow: Zen 4). Its few-token rows take four to six tokens beside four rows where
+ * the AVX2 build, out of registers, takes four tokens beside two rows; every output is the same
+ * chain of the same operations, so the bits are those of the AVX2 dot (tests/test_simd_invariance.c
+ * checks). */
 #define FL_WIDE 1
 #include "x86/dot_float_avx2.h"
 
-static void gemm_f32(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_F32, n, nr, nc, w, ws, a, as, out, os);
-}
-static void gemm_f16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_F16, n, nr, nc, w, ws, a, as, out, os);
-}
-static void gemm_bf16(int64_t n, int nr, int nc, const void *w, size_t ws, const void *a, size_t as, float *out, size_t os) {
-    fl_gemm(FS_BF16, n, nr, nc, w, ws, a, as, out, os);
-}
+FL_DEFINE_GEMMS
 
 mf_gemm_fn mf_x86_gemm_float_wide(mf_type t) {
     return t == MF_TYPE_F32 ? gemm_f32 : t == MF_TYPE_F16 ? gemm_f16 : t == MF_TYPE_BF16 ? gemm_bf16 : NULL;
