@@ -10,9 +10,6 @@
 #include "simd/simd_kernels.h"
 #include "x86/x86_common.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
 #ifndef FL_WIDE
 #define FL_WIDE 0 /* 1: 32 vector registers (AVX-512VL builds) */
 #endif
@@ -160,24 +157,7 @@ static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, in
  * parked accumulators; NULL if it cannot have one (the calls then run fl_few on groups of tokens). */
 #define FS_STATE_OFF ((size_t)FS_NC * FS_PSTRIDE)
 #define FS_SCRATCH_FLOATS (FS_STATE_OFF + (size_t)FS_RB * FS_NC * 8)
-static pthread_key_t scratch_key;
-static bool scratch_key_ok;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static void scratch_key_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, free) == 0; }
-
-static float *thread_scratch(void) {
-    pthread_once(&scratch_once, scratch_key_init);
-    if (!scratch_key_ok) return NULL;
-    void *p = pthread_getspecific(scratch_key);
-    if (!p) {
-        if (posix_memalign(&p, 64, FS_SCRATCH_FLOATS * sizeof(float))) return NULL;
-        if (pthread_setspecific(scratch_key, p)) {
-            free(p);
-            return NULL;
-        }
-    }
-    return p;
-}
+static float *thread_scratch(void) { return mf_x86_thread_scratch(FS_SCRATCH_FLOATS * sizeof(float)); }
 
 /* Widens the values [k0, k1) of a row (k1 - k0 a multiple of 8) into d. */
 static inline __attribute__((always_inline)) void fl_widen(int kind, const char *src, int64_t k0, int64_t k1,

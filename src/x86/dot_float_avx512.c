@@ -17,9 +17,6 @@
 #include "simd/simd_kernels.h"
 #include "x86/x86_common.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
 enum { FL_F32, FL_F16, FL_BF16 };
 enum { FL_SEG_CHUNKS = 64, FL_SEG = 16 * FL_SEG_CHUNKS }; /* a segment: chunks, values */
 
@@ -221,24 +218,7 @@ static inline void fl_prefetch(const char *p, size_t stride, int r0, int r1, int
 }
 
 /* The calling thread's ap + st (FL_SCRATCH_FLOATS floats, 64-byte aligned), NULL if it cannot have one. */
-static pthread_key_t scratch_key;
-static bool scratch_key_ok;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static void scratch_key_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, free) == 0; }
-
-static float *thread_scratch(void) {
-    pthread_once(&scratch_once, scratch_key_init);
-    if (!scratch_key_ok) return NULL;
-    void *p = pthread_getspecific(scratch_key);
-    if (!p) {
-        if (posix_memalign(&p, 64, FL_SCRATCH_FLOATS * sizeof(float))) return NULL;
-        if (pthread_setspecific(scratch_key, p)) {
-            free(p);
-            return NULL;
-        }
-    }
-    return p;
-}
+static float *thread_scratch(void) { return mf_x86_thread_scratch(FL_SCRATCH_FLOATS * sizeof(float)); }
 
 /* A few activation rows (C <= FL_FEW: a server's decode step of a few sequences, a speculative draft
  * verified): each weight row is read once, in order, as the dot reads it, every chunk widened once for

@@ -5,6 +5,7 @@
 #define MF_X86_COMMON_H
 
 #include "core/core.h"
+#include "x86/x86_scratch.h"
 
 #include <immintrin.h>
 #include <string.h>
