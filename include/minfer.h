@@ -266,8 +266,10 @@ double mf_model_load_seconds(const mf_model *m);
 
 /* How the CPU kernels order float operations. EXACT: as llama.cpp's x86 kernels where minfer has
  * them (quantized logits equal llama.cpp's bit for bit where the order allows it), else the
- * kernels' own order; FAST: the SIMD kernels' own order everywhere (about 15 % faster on some
- * types, agreeing with llama.cpp to ~1e-4 NMSE). Either way results are batch invariant. */
+ * kernels' own order; FAST: the fastest order minfer has for each type on this CPU, agreeing with
+ * llama.cpp to about 1e-4 NMSE (on x86 today: Q8_0 at the AVX2 level in one fma chain per output,
+ * 1.2-1.5x EXACT's prompt speed on AVX2-only CPUs; every other quantized type as EXACT). Either
+ * way results are deterministic and batch invariant. */
 typedef enum mf_float_order { MF_ORDER_EXACT = 0, MF_ORDER_FAST } mf_float_order;
 
 /* What a context tells mf_context_params.node_callback after each node of a forward pass (the

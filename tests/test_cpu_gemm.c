@@ -68,8 +68,7 @@ static int avx2_build = -1;
 static const mf_cpu_gemm *gemm_under_test(const mf_weight *w) {
     const mf_cpu_gemm *g = mf_cpu_gemm_for(&cfg, w);
     if (!g || avx2_build < 0) return g;
-    const bool repacked = (w->type == MF_TYPE_Q4_0 || w->type == MF_TYPE_Q4_K) && w->ne[1] % 8 == 0;
-    return mf_cpu_gemm_avx2_build(w->type, repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN, avx2_build == 1);
+    return mf_cpu_gemm_avx2_build(w->type, mf_cpu_order_variant(cfg.level, cfg.ordered, w->type, w->ne[1]), avx2_build == 1);
 }
 
 /* The weight's packed layout for g (mf_cpu_pack) where g has one for it, else NULL. */
@@ -124,8 +123,12 @@ static void check_gemm_as(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o
             }
             const uint8_t *wr = w.wq + (size_t)o * w.w.row_bytes, *ar = a + (size_t)tk * act_row;
             const float ref = d.dot(K, wr, ar);
-            /* the repacked Q4_K order: also its plain scalar twin */
-            const float twin = t == MF_TYPE_Q4_K && w.w.ne[1] % 8 == 0 ? mf_cpu_dot_q4_K_rp_ref(K, wr, ar) : ref;
+            /* the repacked Q4_K order and Q8_0's one-chain order: also their plain scalar twins */
+            const bool rp = mf_cpu_order_variant(cfg.level, cfg.ordered, t, w.w.ne[1]) == MF_ORDER_REPACKED;
+            const float twin = !rp                ? ref
+                               : t == MF_TYPE_Q4_K ? mf_cpu_dot_q4_K_rp_ref(K, wr, ar)
+                               : t == MF_TYPE_Q8_0 ? mf_cpu_dot_q8_0_rp_ref(K, wr, ar)
+                                                   : ref;
             if (memcmp(&twin, &v, sizeof v) != 0 && bad++ < 3)
                 CHECKF(0, "%s N=%lld K=%lld nt=%lld: y[%lld][%lld] = %.9g, scalar twin %.9g", mf_type_name(t),
                        (long long)N, (long long)K, (long long)nt, (long long)tk, (long long)o, v, twin);
@@ -234,8 +237,7 @@ int main(void) {
         const int last = !avx2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
         if (avx2 && last == 0) printf("  AVX-VNNI build: skipped (this CPU has no AVX-VNNI, or MINFER_AVXVNNI=0)\n");
         for (int b = avx2 ? 0 : -1; b <= last; b++) {
-            const bool repacked = t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K;
-            const int v = repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN;
+            const int v = mf_cpu_order_variant(cfg.level, cfg.ordered, t, 8);
             if (b == 1 && mf_cpu_gemm_avx2_build(t, v, true) == mf_cpu_gemm_avx2_build(t, v, false)) continue;
             avx2_build = b;
             if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");

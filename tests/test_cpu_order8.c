@@ -3,7 +3,8 @@
  * bit for bit the one-row ordered dot's result for every row: quantized random data, raw random
  * bytes (any code, -128 included where the format allows it), extremes (every code at its ends,
  * large and tiny scales), many block counts, rows further apart than their length; the repacked
- * Q4_K one also its plain scalar twin's; the several-token ones (dot8n: Q4_0 repacked, Q8_0, Q5_0,
+ * Q4_K one and Q8_0's one-chain one (MF_ORDER_REPACKED) also their plain scalar twins'; the
+ * several-token ones (dot8n: Q4_0 repacked, Q8_0 in both orders, Q5_0,
  * Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen rows) for 1..4 activation rows likewise; and the
  * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
@@ -173,8 +174,9 @@ static void check_rows(mf_type t, int variant, int64_t n, int mode, size_t pad) 
             CHECKF(memcmp(&one, &eight[r], sizeof(float)) == 0,
                    "%s variant %d n=%lld mode %d pad %zu row %d: eight-row %.9g vs one-row %.9g", tr->name, variant,
                    (long long)n, mode, pad, r, eight[r], one);
-            if (t != MF_TYPE_Q4_K || variant != MF_ORDER_REPACKED) continue;
-            const float twin = mf_cpu_dot_q4_K_rp_ref(n, w + r * ws, a);
+            if ((t != MF_TYPE_Q4_K && t != MF_TYPE_Q8_0) || variant != MF_ORDER_REPACKED) continue;
+            const float twin = t == MF_TYPE_Q4_K ? mf_cpu_dot_q4_K_rp_ref(n, w + r * ws, a)
+                                                 : mf_cpu_dot_q8_0_rp_ref(n, w + r * ws, a);
             CHECKF(memcmp(&twin, &eight[r], sizeof(float)) == 0,
                    "%s repacked n=%lld mode %d pad %zu row %d: eight-row %.9g vs scalar twin %.9g", tr->name,
                    (long long)n, mode, pad, r, eight[r], twin);
@@ -222,7 +224,7 @@ typedef struct {
 static const case_t cases[] = {
     {MF_TYPE_Q4_0, MF_ORDER_REPACKED}, {MF_TYPE_Q8_0, MF_ORDER_PLAIN}, {MF_TYPE_Q5_0, MF_ORDER_PLAIN},
     {MF_TYPE_Q4_K, MF_ORDER_REPACKED}, {MF_TYPE_Q6_K, MF_ORDER_PLAIN}, {MF_TYPE_Q4_1, MF_ORDER_PLAIN},
-    {MF_TYPE_Q5_1, MF_ORDER_PLAIN},    {MF_TYPE_Q5_K, MF_ORDER_PLAIN},
+    {MF_TYPE_Q5_1, MF_ORDER_PLAIN},    {MF_TYPE_Q5_K, MF_ORDER_PLAIN}, {MF_TYPE_Q8_0, MF_ORDER_REPACKED},
 };
 #endif
 

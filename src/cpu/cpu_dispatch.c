@@ -44,9 +44,12 @@ static mf_cpu_ordered_dots ordered_dots(mf_simd_level level, mf_type t, int vari
          * Q4_0's through 4 with the weights coming from memory (bench_gemm --cold, 2 threads, 3 and
          * 4 tokens: 896 x 4864 0.088 vs 0.174 and 0.084 vs 0.180 ms, 1152 x 896 0.024 vs 0.046 and
          * 0.026 vs 0.036; 4864 x 896 level), though hot in cache the two were level at 3 and 4 */
-        d.dot8n = mf_cpu_ordered_dot8n_avx512(t, variant); /* reading the AVX2 one's side data (dot8n_aux) */
+        const mf_cpu_dot8n_fn d8n = mf_cpu_ordered_dot8n_avx512(t, variant);
+        if (d8n) { /* reading the AVX2 one's side data (dot8n_aux); else the AVX2 one serves */
+            d.dot8n = d8n;
+            d.dot8n_tokens = t == MF_TYPE_Q4_1 ? 3 : 4;
+        }
         d.dot16n = mf_cpu_ordered_dot16n_avx512(t, variant);
-        d.dot8n_tokens = !d.dot8n ? 0 : t == MF_TYPE_Q4_1 ? 3 : 4;
     }
     return d;
 }
@@ -67,13 +70,14 @@ static const struct {
     {MF_TYPE_Q5_0, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_0_avx2, mf_cpu_gemm_q5_0_avxvnni, mf_cpu_gemm_q5_0_avx512}},
     {MF_TYPE_Q5_1, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_1_avx2, mf_cpu_gemm_q5_1_avxvnni, mf_cpu_gemm_q5_1_avx512}},
     {MF_TYPE_Q8_0, MF_ORDER_PLAIN, {mf_cpu_gemm_q8_0_avx2, mf_cpu_gemm_q8_0_avxvnni, mf_cpu_gemm_q8_0_avx512}},
+    {MF_TYPE_Q8_0, MF_ORDER_REPACKED, {mf_cpu_gemm_q8_0_rp_avx2, mf_cpu_gemm_q8_0_rp_avxvnni, NULL}},
     {MF_TYPE_Q5_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx512}},
     {MF_TYPE_Q6_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx512}},
 };
 
 static const mf_cpu_gemm *gemm_build(mf_type t, int variant, int build) {
     for (size_t i = 0; i < MF_ARRAY_LEN(gemms); i++)
-        if (gemms[i].t == t && gemms[i].variant == variant) return gemms[i].get[build]();
+        if (gemms[i].t == t && gemms[i].variant == variant) return gemms[i].get[build] ? gemms[i].get[build]() : NULL;
     return NULL;
 }
 
@@ -81,6 +85,18 @@ static const mf_cpu_gemm *gemm_build(mf_type t, int variant, int build) {
 static const mf_cpu_gemm *ordered_gemm(mf_simd_level level, mf_type t, int variant) {
     if (level == MF_SIMD_AVX512) return gemm_build(t, variant, G_AVX512);
     return gemm_build(t, variant, mf_simd_avxvnni() ? G_AVXVNNI : G_AVX2);
+}
+
+int mf_cpu_order_variant(mf_simd_level level, bool exact, mf_type t, int64_t rows) {
+    /* llama.cpp repacks Q4_0 and Q4_K weights of 8k rows (a tied lm_head too) */
+    if (rows % 8 == 0 && (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K)) return MF_ORDER_REPACKED;
+    /* Q8_0 in llama.cpp's eight lanes costs the AVX2 GEMM a conversion and an fma per 32 products:
+     * on Zen 3 it runs at llama.cpp's speed and no faster (bench_gemm --threads 1 q8_0 4864 896 128:
+     * 32-41 GMAC/s), in one chain per output 50-57. The fast order takes the chain, every row count;
+     * the exact one keeps llama.cpp's order (the one chain moved the fixtures' logits up to 1.0e-4
+     * NMSE from llama.cpp's: cpu_dot_order.h) */
+    if (t == MF_TYPE_Q8_0 && level == MF_SIMD_AVX2 && !exact) return MF_ORDER_REPACKED;
+    return MF_ORDER_PLAIN;
 }
 
 const mf_cpu_gemm *mf_cpu_gemm_avx2_build(mf_type t, int variant, bool avxvnni) {
@@ -112,10 +128,10 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
         for (int rows8 = 0; rows8 < 2; rows8++) {
             mf_cpu_mm_kernels e = m;
 #if defined(__x86_64__)
-            if (ordered) {
-                /* llama.cpp repacks Q4_0 and Q4_K weights of 8k rows (a tied lm_head too) */
-                const bool repacked = rows8 && (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q4_K);
-                const int variant = repacked ? MF_ORDER_REPACKED : MF_ORDER_PLAIN;
+            /* the quantized matmuls take these kernels in either order (under MF_ORDER_FAST too:
+             * they are the fastest minfer has on x86), in the order mf_cpu_order_variant picks */
+            if (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) {
+                const int variant = mf_cpu_order_variant(level, ordered, (mf_type)t, rows8 ? 8 : 1);
                 e.ord = ordered_dots(level, (mf_type)t, variant);
                 if (e.ord.dot) {
                     e.tile = NULL;
@@ -132,11 +148,11 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
 #if defined(__x86_64__)
     if (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) {
         k->rope_head = mf_cpu_rope_head_avx2;
-        if (ordered) {
-            k->swiglu = level == MF_SIMD_AVX512 ? mf_cpu_swiglu_ord_avx512 : mf_cpu_swiglu_ord_avx2;
+        /* llama.cpp's vector exp, faster than expf a value at a time: the fast order's too */
+        k->swiglu = level == MF_SIMD_AVX512 ? mf_cpu_swiglu_ord_avx512 : mf_cpu_swiglu_ord_avx2;
+        if (ordered)
             k->attn_f32_ordered =
                 level == MF_SIMD_AVX512 ? mf_cpu_attention_ordered_avx512 : mf_cpu_attention_ordered_ref;
-        }
         if (level == MF_SIMD_AVX512) {
             k->attn_tile = mf_cpu_attn_tile_avx512;
         } else {

@@ -33,7 +33,8 @@ typedef struct mf_cpu_kernels {
     mf_simd_level level;
     bool ordered;
     /* [type][rows % 8 == 0]: llama.cpp repacks Q4_0 and Q4_K weights whose row count is a multiple
-     * of 8 and runs another float order on them; for the other types both entries are the same. */
+     * of 8 and runs another float order on them; for the other types both entries are the same
+     * (mf_cpu_order_variant). */
     mf_cpu_mm_kernels mm[MF_TYPE_COUNT][2];
     mf_cpu_swiglu_fn swiglu;
     mf_cpu_rope_head_fn rope_head;
@@ -54,6 +55,9 @@ static inline const mf_cpu_mm_kernels *mf_cpu_mm_kernels_for(const mf_cpu_cfg *c
 }
 
 #if defined(__x86_64__)
+/* The ordered variant (MF_ORDER_PLAIN or MF_ORDER_REPACKED, cpu_dot_order.h) a weight of type t and
+ * `rows` rows runs at an x86 level under the exact float order (llama.cpp's) or the fast one. */
+int mf_cpu_order_variant(mf_simd_level level, bool exact, mf_type t, int64_t rows);
 /* The AVX2 level's ordered GEMM for (t, variant) built without or with AVX-VNNI (tests: both builds
  * against the dots on one machine); NULL where there is none or this CPU cannot run the build (an
  * AVX-VNNI build also needs mf_simd_avxvnni()). */

@@ -35,6 +35,17 @@ float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a) {
     return s - sm;
 }
 
+float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_q8_0 *x = w, *y = a;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32_t isum = 0;
+        for (int l = 0; l < 32; l++) isum += x[i].qs[l] * y[i].qs[l];
+        s = fmaf((float)isum, mf_fp16_to_f32(x[i].d) * mf_fp16_to_f32(y[i].d), s);
+    }
+    return s;
+}
+
 void mf_cpu_q4_0_aux(void *row, int64_t n) {
     const mf_block_q8_0 *b = row;
     int32_t *corr = (int32_t *)((uint8_t *)row + mf_cpu_q4_0_aux_offset(n));

@@ -124,6 +124,7 @@ const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_0_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q8_0_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q8_0_rp_avx2(void); /* Q8_0's one-chain order (MF_ORDER_REPACKED) */
 const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx2(void);
@@ -133,6 +134,7 @@ const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avxvnni(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_0_avxvnni(void);
 const mf_cpu_gemm *mf_cpu_gemm_q8_0_avxvnni(void);
+const mf_cpu_gemm *mf_cpu_gemm_q8_0_rp_avxvnni(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_1_avxvnni(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_1_avxvnni(void);
 #endif

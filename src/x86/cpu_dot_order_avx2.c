@@ -263,6 +263,14 @@ static inline void st_q4_0_rp(const mf_block_q4_0 *w, const mf_block_q8_0 *a, or
 }
 ORDERED_DOT(dot_q4_0_rp, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0_rp, fin_s)
 
+/* Q8_0's one-chain order (mf_cpu_dot_q8_0_rp_ref; cpu_dot_order.h): the float steps of st_q4_0_rp
+ * over the exact signed products. */
+static inline void st_q8_0_rp(const mf_block_q8_0 *w, const mf_block_q8_0 *a, ord_state *st) {
+    st->s = fmaf((float)mf_x86_hsum8_i32(lanes_ss(mf_x86_load(w->qs), mf_x86_load(a->qs))), _mm256_cvtss_f32(dprod(w, a)),
+                 st->s);
+}
+ORDERED_DOT(dot_q8_0_rp, mf_block_q8_0, mf_block_q8_0, 32, st_q8_0_rp, fin_s)
+
 /* Eight rows of the repacked Q4_0 order at once: lane r of acc is row r's chain, stepped per block by
  * fma((float)block sum, d_w * d_a, acc), exactly st_q4_0_rp's float steps. The integer block sums
  * are exact, so they may be formed in any order: sum((q - 8) * a) = sum(q * a) - 8 * sum(a), with the
@@ -517,6 +525,51 @@ static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const 
         for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = mf_x86_hsum8(acc[t][r]);
 }
 
+/* Eight rows of Q8_0's one-chain order against nt (1..4) activation rows: per token and block each
+ * row's eight i32 lanes (|w| by sign(a, w)) are reduced together, four rows at a time (sum4_rows),
+ * so that lane r holds row r's exact block sum, and the eight rows' chains step as one register,
+ * fma(sum, d_w * d_a, acc): st_q8_0_rp's float steps. The weight bytes come from L1 again for each
+ * token after the first. Prefetched as dot8n_signed32 (the group after next, linearly). */
+static inline __attribute__((always_inline)) void q8_0_rp_x8_n(const int nt, int64_t n, const uint8_t *w, size_t ws,
+                                                                const uint8_t *a, size_t as, float *out, size_t os) {
+    const size_t bs = sizeof(mf_block_q8_0);
+    const size_t ahead = dot8_ahead(ws);
+    const int lines = (int)((8 * bs + 63) / 64);
+    __m256 acc[4];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
+        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        const __m256 dw = scales8_avx2(w, ws, (size_t)i * bs);
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
+            const __m256i av = mf_x86_load(ab->qs);
+            __m256i h[2];
+            for (int g = 0; g < 2; g++) {
+                __m256i l[4];
+                for (int r = 0; r < 4; r++) {
+                    const __m256i x = mf_x86_load(((const mf_block_q8_0 *)(w + (size_t)(4 * g + r) * ws) + i)->qs);
+                    l[r] = lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(av, x));
+                }
+                h[g] = sum4_rows(l[0], l[1], l[2], l[3]); /* [rows 4g..4g+3: low halves | high halves] */
+            }
+            const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(h[0], h[1], 0x20),
+                                                 _mm256_permute2x128_si256(h[0], h[1], 0x31));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d))),
+                                     acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+static void dot_q8_0_rp_x8(int64_t n, const void *w, size_t ws, const void *a, float *out) {
+    q8_0_rp_x8_n(1, n, w, ws, a, 0, out, 0);
+}
+
+#define CALL_Q8_0_RP(k) q8_0_rp_x8_n(k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot_q8_0_rp_x8n, CALL_Q8_0_RP)
+#undef CALL_Q8_0_RP
+
 /* The same dots a group of rows at a time: rg rows x nt tokens of accumulators stay in registers
  * while the group's rows pass block by block (8 x 4 chains at once do not fit sixteen registers, and
  * went through memory), the activation blocks read again from L1 for each group. The float steps are
@@ -659,6 +712,8 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
             return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL};
         if (t == MF_TYPE_Q4_K)
             return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL};
+        if (t == MF_TYPE_Q8_0)
+            return (mf_cpu_ordered_dots){dot_q8_0_rp, dot_q8_0_rp_x4, dot_q8_0_rp_x8, dot_q8_0_rp_x8n, 4, false, NULL};
         return none;
     }
     switch (t) {

@@ -17,7 +17,7 @@ static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int n
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    q8a_run(true, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8a_run(true, false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:

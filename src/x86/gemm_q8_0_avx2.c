@@ -1,5 +1,6 @@
-/* gemm_q8_0_avx2.c: the Q8_0 prefill GEMM for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
- * gemm_q8_avx2.h with panels copied from the Q8_0 blocks, each output bit for bit st_q8_0's value. */
+/* gemm_q8_0_avx2.c: the Q8_0 prefill GEMMs for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
+ * gemm_q8_avx2.h with panels copied from the Q8_0 blocks, each output bit for bit st_q8_0's value
+ * (llama.cpp's eight-lane order) or st_q8_0_rp's (the one-chain order the AVX2 level runs). */
 #include "x86/gemm_q8_avx2.h"
 
 /* The weights are the blocks' signed bytes. */
@@ -14,7 +15,13 @@ static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int n
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    q8a_run(false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8a_run(false, false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
+/* The one-chain order (mf_cpu_dot_q8_0_rp_ref), four tokens a pass over the same panels. */
+static void run_rp(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                   float *y, size_t ldy, void *scratch) {
+    q8a_run(false, true, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* min_tokens 5: in bench_gemm (896 x 4864) the GEMM was ahead from 4 tokens (with 2: Q8_0 0.54 vs
@@ -22,4 +29,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
  * ran faster on the dots (see gemm_q4_0_avx2.c). */
 static const mf_cpu_gemm gemm = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run};
 
+static const mf_cpu_gemm gemm_rp = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run_rp};
+
 const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q8_0)(void) { return &gemm; }
+const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q8_0_rp)(void) { return &gemm_rp; }

@@ -142,11 +142,46 @@ static inline __attribute__((always_inline)) void q8a_token(bool um, const uint8
     _mm256_maskstore_ps(y, mask, s);
 }
 
+/* Q8_0's one-chain order (mf_cpu_dot_q8_0_rp_ref): nt (1..4) tokens against blocks [i0, i1) of a
+ * signed panel, each (row, token) output one float lane stepped per block by fma(exact block sum,
+ * d_w * d_a, acc), the block sums formed in i32 over the eight steps. One register per output lets
+ * four tokens share each step's weight loads; with eight float lanes per output the conversion and
+ * fma per 32 products and eight accumulators per token held the GEMM to half Q4_0's speed. a[t]:
+ * token t's activation blocks; da[t] their scales; st + t its parked chain. */
+static inline __attribute__((always_inline)) void q8a_chain(const int nt, const uint8_t *panel, int64_t i0,
+                                                            int64_t i1, const uint8_t *const *a, const float *const *da,
+                                                            __m256 *st, bool first, bool last, float *y, size_t ldy,
+                                                            __m256i mask) {
+    __m256 acc[4];
+    for (int t = 0; t < nt; t++) acc[t] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + t));
+    for (int64_t i = i0; i < i1; i++, panel += Q8A_BLOCK_BYTES) {
+        const __m256i *wv = (const __m256i *)panel;
+        __m256i l[4];
+        for (int t = 0; t < nt; t++) l[t] = _mm256_setzero_si256();
+        for (int p = 0; p < 8; p++) {
+            const __m256i wa = _mm256_load_si256(wv + 2 * p), ws = _mm256_load_si256(wv + 2 * p + 1);
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *q = a[t] + (size_t)i * sizeof(mf_block_q8_0) + 2;
+                l[t] = mf_avx2_dpbusd(l[t], wa, _mm256_sign_epi8(mf_avx2_bcast4(q + 4 * p), ws));
+            }
+        }
+        const __m256 dw = _mm256_load_ps((const float *)(wv + 16));
+        for (int t = 0; t < nt; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(da[t] + i)), acc[t]);
+    }
+    for (int t = 0; t < nt; t++) {
+        if (last)
+            _mm256_maskstore_ps(y + (size_t)t * ldy, mask, acc[t]);
+        else
+            _mm256_store_ps((float *)(st + t), acc[t]);
+    }
+}
+
 /* The GEMM's run (cpu_gemm.h) with the type's panel packing. */
 typedef void q8a_pack_fn(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
                          const uint8_t *ahead);
 
-static inline __attribute__((always_inline)) void q8a_run(bool um, q8a_pack_fn *pack, const mf_weight *w,
+static inline __attribute__((always_inline)) void q8a_run(bool um, bool chain, q8a_pack_fn *pack, const mf_weight *w,
                                                           int64_t o0, int64_t o1, const uint8_t *act, size_t act_row,
                                                           int64_t nt, float *y, size_t ldy, void *scratch) {
     const int64_t nb = w->ne[0] / 32, mc = q8a_max_chunk(nb);
@@ -173,6 +208,25 @@ static inline __attribute__((always_inline)) void q8a_run(bool um, q8a_pack_fn *
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
                 pack(w, ob, nr, i0, i1, panel, ahead);
+                if (chain) {
+                    for (int64_t t = 0; t < n; t += 4) {
+                        const uint8_t *at[4];
+                        const float *dt[4];
+                        const int k = (int)MF_MIN(4, n - t);
+                        for (int j = 0; j < k; j++) {
+                            at[j] = act + (size_t)(tc + t + j) * act_row;
+                            dt[j] = das + (t + j) * nb;
+                        }
+                        float *yt = y + (size_t)(tc + t) * ldy + ob;
+                        switch (k) {
+                        case 1: q8a_chain(1, panel, i0, i1, at, dt, state + t, i0 == 0, i1 == nb, yt, ldy, mask); break;
+                        case 2: q8a_chain(2, panel, i0, i1, at, dt, state + t, i0 == 0, i1 == nb, yt, ldy, mask); break;
+                        case 3: q8a_chain(3, panel, i0, i1, at, dt, state + t, i0 == 0, i1 == nb, yt, ldy, mask); break;
+                        default: q8a_chain(4, panel, i0, i1, at, dt, state + t, i0 == 0, i1 == nb, yt, ldy, mask); break;
+                        }
+                    }
+                    continue;
+                }
                 for (int64_t t = 0; t < n; t++)
                     q8a_token(um, panel, i0, i1, act + (size_t)(tc + t) * act_row, bb, das + t * nb, sas + t * nb,
                               state + t * 9, i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);
