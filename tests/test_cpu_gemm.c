@@ -2,7 +2,8 @@
  * each output (for Q4_K also the order's plain scalar twin, mf_cpu_dot_q4_K_rp_ref): random and
  * extreme weights and activations, rows that are not a multiple of 16, every
  * token count around the GEMMs' tiles, row ranges starting inside the matrix; then a matmul through
- * the thread pool, bias included. At the AVX2 level both builds of each GEMM, plain AVX2 and
+ * the thread pool, bias included; at an x86 level also the GEMMs of the other float order (Q8_0's
+ * one chain under MF_ORDER_FAST at the AVX2 level). At the AVX2 level both builds of each GEMM, plain AVX2 and
  * AVX-VNNI (where the CPU has it), whichever the dispatch table chose. Where a GEMM has a packed
  * layout (mf_cpu_pack), the same checks again with the weight packed. Skipped (exit 77) where no
  * type has a GEMM. */
@@ -245,6 +246,23 @@ int main(void) {
         }
         avx2_build = -1;
     }
+    /* the other float order's GEMMs where it has its own (Q8_0's one chain at the AVX2 level) */
+    const mf_cpu_cfg main_cfg = cfg;
+    cfg = mf_cpu_cfg_for(test_isa(), test_order() == MF_ORDER_FAST ? MF_ORDER_EXACT : MF_ORDER_FAST);
+    for (size_t i = 0; cfg.level == main_cfg.level && i < sizeof types / sizeof types[0]; i++) {
+        const mf_type t = types[i];
+        if (mf_cpu_order_variant(cfg.level, cfg.ordered, t, 8) == mf_cpu_order_variant(cfg.level, main_cfg.ordered, t, 8))
+            continue;
+        printf("%s in the %s order:\n", mf_type_name(t), cfg.ordered ? "exact" : "fast");
+        const int last = cfg.level != MF_SIMD_AVX2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
+        for (int b = cfg.level == MF_SIMD_AVX2 ? 0 : -1; b <= last; b++) {
+            avx2_build = b;
+            if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");
+            check_type(t);
+        }
+        avx2_build = -1;
+    }
+    cfg = main_cfg;
     printf("%d of %zu types have a GEMM here\n", n_gemm, sizeof types / sizeof types[0]);
 #endif
     return test_summary("test_cpu_gemm");

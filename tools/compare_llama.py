@@ -11,7 +11,8 @@ for the same model and context, under a header naming the CPU and the kernels ea
 
 -d runs every test at those depths in both programs (llama-bench's "pp512 @ d4096"); --llama-fa 0,1
 runs llama-bench with flash attention off and on, and the table compares minfer with llama.cpp's
-better setting per test (the column "llama.cpp fa" says which). --isa (or MINFER_ISA) picks minfer's
+better setting per test (the column "llama.cpp fa" says which). --order fast (or MINFER_ORDER) runs
+minfer in its fast float order (the header says which). --isa (or MINFER_ISA) picks minfer's
 kernels, e.g. avx2 on an AVX-512 machine against a llama.cpp built for AVX2 only (--llama-label names
 that build in the header).
 
@@ -123,6 +124,8 @@ def header(results, args):
     line = f"CPU: {cpu}; minfer kernels: {', '.join(isa)}"
     if getattr(args, "isa", None):
         line += f" (MINFER_ISA={args.isa})"
+    order = getattr(args, "order", None)
+    line += f"; float order: {order or 'exact'}" + (" (MINFER_ORDER)" if order else "")
     if ll_rows:
         ll = ll_rows[0]
         line += (f"; llama.cpp: {getattr(args, 'llama_label', None) or 'llama-bench'}, build "
@@ -196,6 +199,8 @@ def main():
     ap.add_argument("-n", default="128", help="generation lengths, comma-separated")
     ap.add_argument("-d", help="depths (tokens already in the cache), comma-separated; passed to both programs")
     ap.add_argument("--llama-fa", help="llama-bench's -fa values, e.g. 0,1: the table takes the better per test")
+    ap.add_argument("--order", default=os.environ.get("MINFER_ORDER"), choices=["exact", "fast"],
+                    help="minfer's float order (MINFER_ORDER for its runs; default: env or exact)")
     ap.add_argument("--isa", default=os.environ.get("MINFER_ISA"),
                     help="minfer's kernels (MINFER_ISA for its runs: avx2, avx512, scalar; default: env or auto)")
     ap.add_argument("--llama-label", help="what the llama.cpp build is, for the header (e.g. 'AVX2-only build')")
@@ -219,6 +224,7 @@ def main():
         d = json.load(open(args.from_json))
         args.t, args.rounds, args.r = d["args"]["t"], d["args"]["rounds"], d["args"]["r"]
         args.isa, args.llama_label = d["args"].get("isa"), d["args"].get("llama_label")
+        args.order = d["args"].get("order")
         args.cpu = d.get("cpu")
         print(render(d["results"], d["started"], d["loads"], args))
         return
@@ -233,6 +239,8 @@ def main():
     mf_env = dict(os.environ)
     if args.isa:
         mf_env["MINFER_ISA"] = args.isa
+    if args.order:
+        mf_env["MINFER_ORDER"] = args.order
     mf_cmd = [args.minfer, "bench", *common, "--json"] + (["-mmp", "0"] if args.no_mmap else [])
     if args.mem_bw:
         mf_cmd += ["--mem-bw", str(args.mem_bw)]
@@ -283,7 +291,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"started": started, "loads": loads, "minfer_cmd": mf_cmd, "llama_cmd": ll_cmd,
-                       "args": {"t": args.t, "rounds": args.rounds, "r": args.r, "isa": args.isa,
+                       "args": {"t": args.t, "rounds": args.rounds, "r": args.r, "isa": args.isa, "order": args.order,
                                 "llama_label": args.llama_label}, "cpu": cpu_model(),
                        "results": results}, f, indent=1)
 

@@ -64,9 +64,9 @@ static inline void mf_cpu_q4_0_aux_get(const uint8_t *aux, int64_t nb, int64_t i
  * batch invariance), so its prefills match llama.cpp's but for the remainder rows. */
 enum { MF_ORDER_PLAIN, MF_ORDER_REPACKED };
 /* Q8_0 has no repacked kernel in llama.cpp on x86; its REPACKED variant is minfer's one-chain order
- * (mf_cpu_dot_q8_0_rp_ref), which the AVX2 level runs for every Q8_0 weight: llama.cpp's eight
- * float lanes per output cost a conversion and an fma per 32 products, which on 256-bit units left
- * the GEMM half as fast as Q4_0's (cpu_dispatch.c). */
+ * (mf_cpu_dot_q8_0_rp_ref), which the AVX2 level runs for every Q8_0 weight under MF_ORDER_FAST:
+ * llama.cpp's eight float lanes per output cost a conversion and an fma per 32 products, which on
+ * 256-bit units held the GEMM to about llama.cpp's own speed (mf_cpu_order_variant). */
 
 /* The ordered dots for this weight under cfg (its entry in the dispatch table, cpu_dispatch.h), or
  * all NULL where there are none (no such kernel, not x86, or cfg is not ordered: the scalar level or
@@ -78,8 +78,8 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weig
 /* Plain scalar twin of the repacked Q4_K order (cpu_dot_order_ref.c; any CPU), bit for bit the
  * ordered dots' result: n values of a Q4_K row against a Q8_K row. */
 float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a);
-/* Plain scalar twin of Q8_0's one-chain order (MF_ORDER_REPACKED for Q8_0, the AVX2 level's order:
- * cpu_dispatch.c): per block the exact integer sum of the 32 products, then s = fma(sum, d_w * d_a,
+/* Plain scalar twin of Q8_0's one-chain order (MF_ORDER_REPACKED for Q8_0, the AVX2 level's fast
+ * order: mf_cpu_order_variant): per block the exact integer sum of the 32 products, then s = fma(sum, d_w * d_a,
  * s), the float steps of the repacked Q4_0 order. n values of a Q8_0 row against a Q8_0 row. */
 float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a);
 

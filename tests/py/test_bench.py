@@ -259,7 +259,8 @@ print(json.dumps(rows))
 
 
 def test_compare_script_depths_isa_and_flash_attention(tmp_path):
-    """compare_llama.py -d passes the depths to both programs, --isa sets MINFER_ISA for minfer only,
+    """compare_llama.py -d passes the depths to both programs, --isa and --order set MINFER_ISA and
+    MINFER_ORDER for minfer only,
     --llama-fa 0,1 compares against llama.cpp's better setting; the header names the CPU and kernels."""
     peer = tmp_path / "fake-llama-bench"
     peer.write_text(FAKE_PEER % os.path.abspath(BIN))
@@ -268,7 +269,7 @@ def test_compare_script_depths_isa_and_flash_attention(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(SRC, "tools", "compare_llama.py"), "--minfer", BIN,
                         "--llama-bench", str(peer), "--model", MODEL, "-p", "8", "-n", "4", "-d", "0,20", "-t", "1",
                         "-r", "1", "--rounds", "1", "--mem-bw", "50", "--peak-gmacs", "800", "--isa", "scalar",
-                        "--llama-fa", "0,1", "--llama-label", "test build", "--json", str(out_json)],
+                        "--order", "fast", "--llama-fa", "0,1", "--llama-label", "test build", "--json", str(out_json)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     head, rows = table_rows(r.stdout)
@@ -282,7 +283,7 @@ def test_compare_script_depths_isa_and_flash_attention(tmp_path):
         assert float(row["llama.cpp t/s"].split("±")[0]) == pytest.approx(np.mean(ll["by_fa"]["1"]), rel=0.01)
         assert np.mean(ll["by_fa"]["1"]) == pytest.approx(2 * np.mean(ll["by_fa"]["0"]), rel=1e-6)
     hdr = next(l for l in r.stdout.splitlines() if l.startswith("CPU: "))
-    assert "minfer kernels: scalar (MINFER_ISA=scalar)" in hdr
+    assert "minfer kernels: scalar (MINFER_ISA=scalar)" in hdr and "float order: fast (MINFER_ORDER)" in hdr
     assert "llama.cpp: test build, build abc1234" in hdr and "its CPU: stand-in CPU" in hdr
 
 
