@@ -59,6 +59,7 @@ static void on_node(const mf_node_event *ev, void *user) {
 typedef struct {
     int threads, S, C, D, prompt, reps;
     mf_isa isa;
+    mf_float_order order;
 } bench_args;
 
 static uint64_t rng = 88172645463325252ull;
@@ -81,7 +82,8 @@ static int decode(mf_context *c, const mf_batch *b) {
 static int run(const mf_model *m, const bench_args *a, op_log *log, double *times) {
     mf_context_params cp = mf_context_default_params();
     cp.n_threads = a->threads;
-    cp.isa = a->isa; /* MINFER_ISA, as the minfer commands read it */
+    cp.isa = a->isa; /* MINFER_ISA and MINFER_ORDER, as the minfer commands read them */
+    cp.order = a->order;
     cp.n_ctx = a->S * (a->prompt + 1) + a->D + a->C + 16;
     if (log) cp.node_callback = on_node, cp.node_callback_user = log;
     mf_context *c;
@@ -176,6 +178,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: MINFER_ISA: %s\n", mf_last_error());
         return 2;
     }
+    const char *order = getenv("MINFER_ORDER");
+    if (order && *order && strcmp(order, "fast") && strcmp(order, "exact")) {
+        fprintf(stderr, "bench_step: MINFER_ORDER: '%s' is not fast or exact\n", order);
+        return 2;
+    }
+    a.order = order && !strcmp(order, "fast") ? MF_ORDER_FAST : MF_ORDER_EXACT;
     const mf_model_load_params lp = {.no_repack = (repack && !strcmp(repack, "0")) ||
                                                   mf_isa_resolve(a.isa) != mf_isa_resolve(MF_ISA_AUTO)};
     if (mf_model_load_ex(path, &lp, &m)) {
