@@ -79,8 +79,9 @@ mf_cpu_ordered_dots mf_cpu_ordered_dots_for(const mf_cpu_cfg *cfg, const mf_weig
  * ordered dots' result: n values of a Q4_K row against a Q8_K row. */
 float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a);
 /* Plain scalar twin of Q8_0's one-chain order (MF_ORDER_REPACKED for Q8_0, the AVX2 level's fast
- * order: mf_cpu_order_variant): per block the exact integer sum of the 32 products, then s = fma(sum, d_w * d_a,
- * s), the float steps of the repacked Q4_0 order. n values of a Q8_0 row against a Q8_0 row. */
+ * order: mf_cpu_order_variant): per block the exact integer sum of the 32 products, then
+ * s = fma(sum, d_w * d_a, s), the float steps of the repacked Q4_0 order. n values of a Q8_0 row
+ * against a Q8_0 row. */
 float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a);
 
 #if defined(__x86_64__)

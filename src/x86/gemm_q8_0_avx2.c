@@ -1,6 +1,6 @@
 /* gemm_q8_0_avx2.c: the Q8_0 prefill GEMMs for AVX2 (see cpu_gemm.h): the shared 8-row panel GEMM of
  * gemm_q8_avx2.h with panels copied from the Q8_0 blocks, each output bit for bit st_q8_0's value
- * (llama.cpp's eight-lane order) or st_q8_0_rp's (the one-chain order the AVX2 level runs). */
+ * (llama.cpp's eight-lane order) or st_q8_0_rp's (the one-chain order of MF_ORDER_FAST). */
 #include "x86/gemm_q8_avx2.h"
 
 /* The weights are the blocks' signed bytes. */

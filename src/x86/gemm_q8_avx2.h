@@ -29,6 +29,7 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 enum {
@@ -161,7 +162,7 @@ static inline __attribute__((always_inline)) void q8a_chain(const int nt, const 
         for (int p = 0; p < 8; p++) {
             const __m256i wa = _mm256_load_si256(wv + 2 * p), ws = _mm256_load_si256(wv + 2 * p + 1);
             for (int t = 0; t < nt; t++) {
-                const uint8_t *q = a[t] + (size_t)i * sizeof(mf_block_q8_0) + 2;
+                const uint8_t *q = a[t] + (size_t)i * sizeof(mf_block_q8_0) + offsetof(mf_block_q8_0, qs);
                 l[t] = mf_avx2_dpbusd(l[t], wa, _mm256_sign_epi8(mf_avx2_bcast4(q + 4 * p), ws));
             }
         }
