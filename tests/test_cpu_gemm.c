@@ -217,6 +217,21 @@ static void check_type(mf_type t) {
     /* a packed weight serves every token count: decode, a few tokens, past the few-token path */
     for (int64_t nt = 1; nt <= 6; nt++) check_matmul(t, 200, 1024, nt);
 }
+/* check_type for t under cfg: at the AVX2 level the plain build, then the AVX-VNNI one where this
+ * CPU has it and it differs; else the table's GEMM. */
+static void check_builds(mf_type t) {
+    const bool avx2 = cfg.level == MF_SIMD_AVX2;
+    const int last = !avx2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
+    if (avx2 && last == 0) printf("  AVX-VNNI build: skipped (this CPU has no AVX-VNNI, or MINFER_AVXVNNI=0)\n");
+    const int v = mf_cpu_order_variant(cfg.level, cfg.ordered, t, 8);
+    for (int b = avx2 ? 0 : -1; b <= last; b++) {
+        if (b == 1 && mf_cpu_gemm_avx2_build(t, v, true) == mf_cpu_gemm_avx2_build(t, v, false)) continue;
+        avx2_build = b;
+        if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");
+        check_type(t);
+    }
+    avx2_build = -1;
+}
 #endif
 
 int main(void) {
@@ -233,18 +248,7 @@ int main(void) {
         printf("%s: %s\n", mf_type_name(t), has ? "GEMM" : "no GEMM on this CPU (ordered dots serve)");
         if (!has) continue;
         n_gemm++;
-        /* at the AVX2 level: the plain build, then the AVX-VNNI one where this CPU has it */
-        const bool avx2 = cfg.level == MF_SIMD_AVX2;
-        const int last = !avx2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
-        if (avx2 && last == 0) printf("  AVX-VNNI build: skipped (this CPU has no AVX-VNNI, or MINFER_AVXVNNI=0)\n");
-        for (int b = avx2 ? 0 : -1; b <= last; b++) {
-            const int v = mf_cpu_order_variant(cfg.level, cfg.ordered, t, 8);
-            if (b == 1 && mf_cpu_gemm_avx2_build(t, v, true) == mf_cpu_gemm_avx2_build(t, v, false)) continue;
-            avx2_build = b;
-            if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");
-            check_type(t);
-        }
-        avx2_build = -1;
+        check_builds(t);
     }
     /* the other float order's GEMMs where it has its own (Q8_0's one chain at the AVX2 level) */
     const mf_cpu_cfg main_cfg = cfg;
@@ -254,13 +258,7 @@ int main(void) {
         if (mf_cpu_order_variant(cfg.level, cfg.ordered, t, 8) == mf_cpu_order_variant(cfg.level, main_cfg.ordered, t, 8))
             continue;
         printf("%s in the %s order:\n", mf_type_name(t), cfg.ordered ? "exact" : "fast");
-        const int last = cfg.level != MF_SIMD_AVX2 ? -1 : mf_simd_avxvnni() ? 1 : 0;
-        for (int b = cfg.level == MF_SIMD_AVX2 ? 0 : -1; b <= last; b++) {
-            avx2_build = b;
-            if (b >= 0) printf("  %s build\n", b ? "AVX-VNNI" : "plain AVX2");
-            check_type(t);
-        }
-        avx2_build = -1;
+        check_builds(t);
     }
     cfg = main_cfg;
     printf("%d of %zu types have a GEMM here\n", n_gemm, sizeof types / sizeof types[0]);
