@@ -50,6 +50,7 @@ static mf_cpu_ordered_dots ordered_dots(mf_simd_level level, mf_type t, int vari
             d.dot8n_tokens = t == MF_TYPE_Q4_1 ? 3 : 4;
         }
         d.dot16n = mf_cpu_ordered_dot16n_avx512(t, variant);
+        d.dot8n_one = false; /* one token: AVX-512's dot8 */
     }
     return d;
 }

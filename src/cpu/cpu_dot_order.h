@@ -39,6 +39,9 @@ typedef struct mf_cpu_ordered_dots {
     int dot8n_tokens;      /* batches of up to this many tokens take dot8n rather than a GEMM (measured) */
     bool dot8n_aux;        /* dot8n reads each activation row's side data (Q4_0: mf_cpu_q4_0_aux) */
     mf_cpu_dot8n_fn dot16n; /* sixteen rows, as dot8n (its side data too); NULL where there is none */
+    /* one token takes dot8n too, with its row's side data formed once per matmul rather than once
+     * per block of each eight weight rows (where dot8n_aux is set) */
+    bool dot8n_one;
 } mf_cpu_ordered_dots;
 
 /* The side data of a Q8_0 activation row of n values for the Q4_0 several-token dots, at

@@ -44,7 +44,7 @@ bool mf_cpu_matmul_runs_gemm(const mf_cpu_cfg *cfg, const mf_weight *w, int64_t 
  * packed weight's GEMM that asks for it. */
 static bool use_aux(const mf_cpu_mm_kernels *k, const mf_weight *w, int64_t nt) {
     if (k->quant && k->gemm && mf_cpu_gemm_packed(k->gemm, w)) return nt <= k->gemm->packed_aux_tokens;
-    return k->ord.dot8n_aux && nt > 1 && !use_gemm(k, w, nt);
+    return k->ord.dot8n_aux && (nt > 1 || k->ord.dot8n_one) && !use_gemm(k, w, nt);
 }
 
 /* The GEMM of the best kernels that has a packed layout for w, or NULL. */
@@ -155,10 +155,9 @@ static void mm_dot(void *arg, int ith, int nth) {
         const uint8_t *wd = m->w->data;
         const size_t rb = m->w->row_bytes;
         const mf_cpu_ordered_dots d = m->ord;
-        if (d.dot8n && m->nt > 1) {
-            /* Several tokens: each group of sixteen (where there is a dot16n) or eight weight rows is
-             * unpacked once for up to four
-             * tokens at a time. */
+        if (d.dot8n && (m->nt > 1 || d.dot8n_one)) {
+            /* Several tokens (or one, dot8n_one): each group of sixteen (where there is a dot16n) or
+             * eight weight rows is unpacked once for up to four tokens at a time. */
             int64_t o = o0;
             for (; d.dot16n && o + 16 <= o1; o += 16)
                 for (int64_t t0 = 0; t0 < m->nt; t0 += 4)

@@ -703,25 +703,28 @@ static void dot_q5_0_x8(int64_t n, const void *w, size_t ws, const void *a, floa
 }
 
 #define ORD_PAIR(fn)                                                                                                   \
-    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0, false, NULL }
+    (mf_cpu_ordered_dots) { fn, fn##_x4, NULL, NULL, 0, false, NULL, false}
 
 static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
-    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0, false, NULL};
+    const mf_cpu_ordered_dots none = {NULL, NULL, NULL, NULL, 0, false, NULL, false};
     if (variant == MF_ORDER_REPACKED) {
-        if (t == MF_TYPE_Q4_0)
-            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL};
+        if (t == MF_TYPE_Q4_0) {
+            /* dot8's per-block correction (-8 x the activation block's sum) costs a reduction per
+             * eight rows; read from the side data, once per matmul */
+            return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL, true};
+        }
         if (t == MF_TYPE_Q4_K)
-            return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL};
+            return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL, false};
         if (t == MF_TYPE_Q8_0)
-            return (mf_cpu_ordered_dots){dot_q8_0_rp, dot_q8_0_rp_x4, dot_q8_0_rp_x8, dot_q8_0_rp_x8n, 4, false, NULL};
+            return (mf_cpu_ordered_dots){dot_q8_0_rp, dot_q8_0_rp_x4, dot_q8_0_rp_x8, dot_q8_0_rp_x8n, 4, false, NULL, false};
         return none;
     }
     switch (t) {
     case MF_TYPE_Q4_0: return ORD_PAIR(dot_q4_0);
-    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4, false, NULL};
-    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4, false, NULL};
-    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4, false, NULL};
-    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4, false, NULL};
+    case MF_TYPE_Q4_1: return (mf_cpu_ordered_dots){dot_q4_1, dot_q4_1_x4, dot_q4_1_x8, dot_q4_1_x8n, 4, false, NULL, false};
+    case MF_TYPE_Q5_0: return (mf_cpu_ordered_dots){dot_q5_0, dot_q5_0_x4, dot_q5_0_x8, dot_q5_0_x8n, 4, false, NULL, false};
+    case MF_TYPE_Q5_1: return (mf_cpu_ordered_dots){dot_q5_1, dot_q5_1_x4, dot_q5_1_x8, dot_q5_1_x8n, 4, false, NULL, false};
+    case MF_TYPE_Q8_0: return (mf_cpu_ordered_dots){dot_q8_0, dot_q8_0_x4, dot_q8_0_x8, dot_q8_0_x8n, 4, false, NULL, false};
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return ORD_PAIR(dot_q6_K);
