@@ -273,10 +273,17 @@ static void test_guards(void) {
     CHECK(http_req(port, "GET", "/health", NULL, NULL, r) && r->status == 200);
     CHECK(http_req(port, "OPTIONS", "/v1/chat/completions",
                    "Origin: http://page.example\r\nAccess-Control-Request-Method: POST\r\n"
-                   "Access-Control-Request-Headers: authorization, content-type\r\n", NULL, r));
+                   "Access-Control-Request-Headers: authorization, content-type, x-stainless-os\r\n", NULL, r));
     CHECK(r->status == 204 && resp_header(r, "Access-Control-Allow-Origin"));
     CHECK(resp_header(r, "Access-Control-Allow-Methods") && strstr(resp_header(r, "Access-Control-Allow-Methods"), "POST"));
-    CHECK(resp_header(r, "Access-Control-Allow-Headers") && strstr(resp_header(r, "Access-Control-Allow-Headers"), "Authorization"));
+    /* the headers asked for (a browser client's own, such as the OpenAI SDK's X-Stainless-*) */
+    CHECK(resp_header(r, "Access-Control-Allow-Headers") &&
+          strcmp(resp_header(r, "Access-Control-Allow-Headers"), "authorization, content-type, x-stainless-os") == 0);
+    CHECK(http_req(port, "OPTIONS", "/v1/chat/completions",
+                   "Origin: http://page.example\r\nAccess-Control-Request-Method: POST\r\n"
+                   "Access-Control-Request-Headers: x-a;b=\"c\"\r\n", NULL, r));
+    CHECK(r->status == 204 && resp_header(r, "Access-Control-Allow-Headers") &&
+          strcmp(resp_header(r, "Access-Control-Allow-Headers"), "Authorization, Content-Type") == 0);
     CHECK(http_req(port, "OPTIONS", "/nope", "Origin: http://page.example\r\n", NULL, r) && r->status == 404);
 
     /* NULs, control bytes, oversize: 400 (or MHD's 431), never a crash; the server still answers. */

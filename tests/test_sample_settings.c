@@ -47,6 +47,24 @@ static void test_fields(void) {
     CHECK(s.params.n_stages == 3 && s.params.stages[1] == MF_STAGE_TOP_P && s.params.seed == MF_SAMPLER_SEED_RANDOM);
     CHECK(from(&s, "{\"dry_sequence_breakers\": []}") == MF_OK && s.params.n_dry_breakers == 0);
     mf_sample_settings_free(&s);
+
+    /* OpenAI's seed is any int64: outside the sampler's 32 bits it is folded, reproducibly, never to
+     * the random seed; 4294967295 is llama.cpp's "random" */
+    static const struct { const char *json; uint32_t seed; bool given; } seeds[] = {
+        {"{\"seed\": 0}", 0, true},
+        {"{\"seed\": 4294967294}", 4294967294u, true},
+        {"{\"seed\": 4294967295}", MF_SAMPLER_SEED_RANDOM, false},
+        {"{\"seed\": 1099511627776}", 256u, true},                /* 2^40: halves 0x100 ^ 0 */
+        {"{\"seed\": -7}", 0xFFFFFFF9u ^ 0xFFFFFFFFu, true},       /* halves XORed: 6 */
+        {"{\"seed\": 9223372036854775807}", 0x7FFFFFFFu ^ 0xFFFFFFFFu, true},
+        {"{\"seed\": -4294967296}", 0xFFFFFFFEu, true}, /* folds to the random seed: moved off it */
+    };
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        mf_sample_settings_init(&s);
+        CHECKF(from(&s, seeds[i].json) == MF_OK && s.params.seed == seeds[i].seed && s.seed_given == seeds[i].given,
+               "%s: seed %u given %d", seeds[i].json, s.params.seed, (int)s.seed_given);
+        mf_sample_settings_free(&s);
+    }
 }
 
 static void test_logit_bias(void) {
@@ -77,7 +95,9 @@ static void test_errors(void) {
         "{\"top_k\": 2.5}",
         "{\"top_p\": 1.5}",
         "{\"mirostat\": 3}",
-        "{\"seed\": -7}",
+        "{\"seed\": 1.5}",
+        "{\"seed\": \"7\"}",
+        "{\"seed\": 1e30}",
         "{\"max_tokens\": -3}",
         "{\"stop\": 5}",
         "{\"stop\": [\"a\", 1]}",

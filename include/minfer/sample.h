@@ -385,7 +385,7 @@ void mf_sample_settings_clear_breakers(mf_sample_settings *s);
  * top_k, top_p, min_p, typical_p, top_n_sigma, xtc_probability, xtc_threshold, min_keep,
  * repeat_last_n, repeat_penalty, frequency_penalty, presence_penalty, dry_multiplier, dry_base,
  * dry_allowed_length, dry_penalty_last_n, dry_sequence_breakers (array), mirostat, mirostat_tau,
- * mirostat_eta, seed (-1 = random), n_predict / max_tokens / max_completion_tokens, stop (string or
+ * mirostat_eta, seed (any 64-bit integer; -1 = random; outside 0 .. 2^32 - 2 folded to 32 bits), n_predict / max_tokens / max_completion_tokens, stop (string or
  * array), logit_bias (OpenAI's {"id": bias} object or llama.cpp's [[id or text, bias or false],
  * ...]), samplers (array of names, or a string of letters), ignore_eos. Other fields are ignored.
  * Fails with MF_ERR_FORMAT for text that is not a JSON object, MF_ERR_ARG naming the field and what

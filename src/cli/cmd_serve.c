@@ -27,6 +27,9 @@ static void usage(FILE *f) {
             "  --alias NAME           the model's name in answers and /v1/models (default: the file name)\n"
             "  --kv-type f16|f32      KV cache type (default f16)\n"
             "  --cors-origin ORIGIN   send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
+            "  --sse-ping-interval S  a stream silent for S seconds (waiting for a slot, or its prompt still\n"
+            "                         running) gets a ': ping' comment (default 15; 0: none)\n"
+            "  --shutdown-grace S     on SIGINT/SIGTERM, how long running requests may finish (default 3)\n"
             "  --no-mmap              read the model into memory instead of mapping it\n"
             "  -nr, --no-repack       keep the weights in the file's layout only (no packed copies for the kernels)\n",
             MF_MAX_SEQ);
@@ -120,6 +123,13 @@ int cmd_serve(int argc, char **argv) {
         } else if ((r = cli_take_value(argc, argv, &i, "--alias", &v)) || (r = cli_take_value(argc, argv, &i, "-a", &v))) {
             if (r < 0) goto done;
             p.alias = v;
+        } else if ((r = cli_take_value(argc, argv, &i, "--sse-ping-interval", &v))) {
+            if (r < 0 || !cli_parse_int("--sse-ping-interval", v, 0, 3600, &n)) goto done;
+            p.sse_ping_s = (int32_t)n;
+        } else if ((r = cli_take_value(argc, argv, &i, "--shutdown-grace", &v))) {
+            double g;
+            if (r < 0 || !cli_parse_float("--shutdown-grace", v, 0, 3600, &g)) goto done;
+            p.shutdown_grace_s = g;
         } else if ((r = cli_take_value(argc, argv, &i, "--cors-origin", &v))) {
             if (r < 0) goto done;
             p.cors_origin = v;

@@ -31,6 +31,7 @@ mf_http_params mf_http_default_params(void) {
         .max_body_bytes = 8u << 20,
         .json_max_depth = 64,
         .stream_max_bytes = 1u << 20,
+        .sse_ping_s = 15,
     };
 }
 
@@ -326,8 +327,14 @@ static void answer_options(mf_http_request *r, unsigned allow) {
     if (r->srv->cors_origin && origin &&
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
         mf_http_set_header(r, "Access-Control-Allow-Methods", methods);
-        /* The request headers this server reads, whatever the preflight asks for. */
-        mf_http_set_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        /* The headers the preflight asks for (the browser clients send their own, such as the
+         * OpenAI SDK's X-Stainless-*, and a preflight that lists one not allowed fails the
+         * request), where they are a plain list of header names; else the ones this server reads. */
+        const char *asked = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        const bool plain = asked && asked[0] && strlen(asked) <= 1024 &&
+                           strspn(asked, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_, ") ==
+                               strlen(asked);
+        mf_http_set_header(r, "Access-Control-Allow-Headers", plain ? asked : "Authorization, Content-Type");
         mf_http_set_header(r, "Access-Control-Max-Age", "600");
     }
     mf_http_respond(r, 204, NULL, NULL, 0);

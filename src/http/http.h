@@ -64,6 +64,10 @@ typedef struct mf_http_params {
     /* Value of Access-Control-Allow-Origin on every answer and preflight ("*" or one origin);
      * NULL (default): no CORS headers, so browsers on other origins cannot read the answers. */
     const char *cors_origin;
+    /* A stream that has sent nothing for this many seconds gets a ": ping" comment, which SSE
+     * clients skip: a proxy or client with a read timeout then keeps a stream that waits for a slot
+     * or a long prompt; 0: none. Default 15. */
+    unsigned sse_ping_s;
 } mf_http_params;
 
 mf_http_params mf_http_default_params(void);
@@ -170,8 +174,9 @@ mf_status mf_http_respond_busy(mf_http_request *r, int status, unsigned retry_af
  * 401 authentication_error, 403 permission_error, 404 not_found_error, 429 rate_limit_error,
  * 501 not_supported_error, 503 unavailable_error, 500 and other 5xx server_error. */
 const char *mf_http_error_type(int status);
-/* The error object itself (for an error event inside a stream); the message is cut to 1 KiB and
- * invalid UTF-8 in it replaced. NULL only when out of memory. */
+/* The whole error body, {"error": {"message", "type", "param", "code"}}: an error response's, and
+ * the event an error sends inside a stream (which the OpenAI clients read as data["error"]); the
+ * message is cut to 1 KiB and invalid UTF-8 in it replaced. NULL only when out of memory. */
 json_t *mf_http_error_json(int status, const char *message, const char *param, const char *code);
 
 /* ==== Streams (server-sent events) ==== */

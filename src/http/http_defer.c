@@ -51,7 +51,7 @@ static void live_destroy(mf_http_live *l) {
     free(d);
 }
 
-static const mf_http_live_ops deferred_ops = {live_close_locked, live_notify, live_destroy};
+static const mf_http_live_ops deferred_ops = {live_close_locked, live_notify, live_destroy, NULL};
 
 /* ---- the handler's side ---- */
 

@@ -153,6 +153,9 @@ typedef struct mf_http_live_ops {
     void (*notify)(mf_http_live *l);
     /* The last reference went: free the record (its lock and cond are already destroyed). */
     void (*destroy)(mf_http_live *l);
+    /* With l->lock and the server's lock held, about once a second while the server sends SSE
+     * pings (mf_http_params.sse_ping_s): a stream idle that long sends one. NULL: nothing to do. */
+    void (*tick_locked)(mf_http_live *l, double now);
 } mf_http_live_ops;
 
 struct mf_http_live {

@@ -176,8 +176,9 @@ static void *watcher_main(void *arg) {
             s->pfd_ids[n++] = l->id;
         }
         pthread_mutex_unlock(&s->lock);
-        /* The sockets may close while we poll; an event is matched by record id below, never by fd. */
-        int rc = poll(s->pfds, n, -1);
+        /* The sockets may close while we poll; an event is matched by record id below, never by fd.
+         * With SSE pings, a tick a second (below). */
+        int rc = poll(s->pfds, n, s->p.sse_ping_s ? 1000 : -1);
         if (rc > 0 && s->pfds[0].revents) {
             uint64_t v;
             if (read(s->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) mf_log(MF_LOG_WARN, "http: watcher: %s", strerror(errno));
@@ -191,6 +192,15 @@ static void *watcher_main(void *arg) {
                 l->hup_seen = true;
                 close_and_chain(l, MF_HTTP_CLOSE_CLIENT_GONE, &chain);
                 break;
+            }
+        }
+        if (s->p.sse_ping_s) {
+            const double now = mf_time_s();
+            for (mf_http_live *l = s->live; l; l = l->next_live) {
+                if (!l->ops->tick_locked) continue;
+                pthread_mutex_lock(&l->lock);
+                l->ops->tick_locked(l, now);
+                pthread_mutex_unlock(&l->lock);
             }
         }
         if (chain) {

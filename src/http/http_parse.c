@@ -207,6 +207,9 @@ json_t *mf_http_json_parse(const char *text, size_t len, int max_depth, char *ms
     json_t *v = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!v) {
         if (len == 0) snprintf(msg, msg_cap, "the body is empty; a JSON value was expected");
+        else if (strstr(err.text, "JSON_ALLOW_NUL")) /* valid JSON, but no string here may hold a NUL */
+            snprintf(msg, msg_cap, "a string at line %d, column %d holds \\u0000 (a NUL character), which is not "
+                     "accepted", err.line, err.column);
         else snprintf(msg, msg_cap, "invalid JSON at line %d, column %d: %s", err.line, err.column, err.text);
     }
     return v;

@@ -23,6 +23,7 @@ struct mf_http_stream {
     /* The ring: len bytes from head, wrapping at cap. */
     char *ring;
     size_t cap, head, len;
+    double t_push; /* when the last event (or the answer's head) went into the ring */
 };
 
 const char *mf_http_push_name(mf_http_push p) {
@@ -61,7 +62,8 @@ static void live_destroy(mf_http_live *l) {
     free(st);
 }
 
-static const mf_http_live_ops stream_ops = {live_close_locked, live_notify, live_destroy};
+static void live_tick_locked(mf_http_live *l, double now);
+static const mf_http_live_ops stream_ops = {live_close_locked, live_notify, live_destroy, live_tick_locked};
 
 /* ---- MHD's side: the content reader ---- */
 
@@ -116,6 +118,7 @@ mf_http_stream *mf_http_respond_stream(mf_http_request *r, const mf_http_stream_
     /* One reference, the owner's; the response and the request take theirs below. */
     mf_http_live_init(&st->l, &stream_ops, r, p && p->on_close);
     st->cap = cap;
+    st->t_push = mf_time_s();
     st->on_close = p ? p->on_close : NULL;
     st->user = p ? p->user : NULL;
 
@@ -169,6 +172,7 @@ static mf_http_push push_close(mf_http_stream *st, bool ok, size_t tl) {
     mf_http_push ret = MF_HTTP_PUSH_OK;
     if (ok) {
         st->len = tl;
+        st->t_push = mf_time_s();
         mf_http_live_wake_locked(&st->l);
     } else {
         close_locked(st, MF_HTTP_CLOSE_TOO_SLOW, true);
@@ -218,6 +222,14 @@ mf_http_push mf_http_stream_push_json(mf_http_stream *st, const json_t *value) {
     return push_close(st, ok, d.tl);
 }
 
+/* With st->l.lock held and the stream open: the comment's bytes into the ring; false if they do
+ * not fit. */
+static bool put_comment_locked(mf_http_stream *st, const char *text, size_t *tl) {
+    bool ok = ring_put(st, tl, ": ", 2);
+    for (const char *c = text; ok && *c; c++) ok = ring_put(st, tl, *c == '\r' || *c == '\n' ? " " : c, 1);
+    return ok && ring_put(st, tl, "\n\n", 2);
+}
+
 mf_http_push mf_http_stream_push_comment(mf_http_stream *st, const char *text) {
     mf_http_push ret = push_open(st);
     if (ret) return ret;
@@ -226,10 +238,22 @@ mf_http_push mf_http_stream_push_comment(mf_http_stream *st, const char *text) {
         return MF_HTTP_PUSH_OK;
     }
     size_t tl = st->len;
-    bool ok = ring_put(st, &tl, ": ", 2);
-    for (const char *c = text; ok && *c; c++) ok = ring_put(st, &tl, *c == '\r' || *c == '\n' ? " " : c, 1);
-    ok = ok && ring_put(st, &tl, "\n\n", 2);
+    const bool ok = put_comment_locked(st, text, &tl);
     return push_close(st, ok, tl);
+}
+
+/* The watcher's tick: a ping once the stream has sent nothing for sse_ping_s seconds (bytes still
+ * waiting in the ring count as sending: the client is reading them). */
+static void live_tick_locked(mf_http_live *l, double now) {
+    mf_http_stream *st = (mf_http_stream *)l;
+    const unsigned every = l->srv->p.sse_ping_s;
+    if (!every || st->len || now - st->t_push < (double)every) return;
+    if (l->reason != MF_HTTP_CLOSE_NONE || l->finished || !l->conn) return;
+    size_t tl = 0;
+    if (!put_comment_locked(st, "ping", &tl)) return;
+    st->len = tl;
+    st->t_push = now;
+    mf_http_live_wake_locked(l);
 }
 
 void mf_http_stream_end(mf_http_stream *st) {

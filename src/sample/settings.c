@@ -237,11 +237,26 @@ mf_status mf_sample_settings_apply_json(mf_sample_settings *s, const json_t *req
         (st = get_i32(req, "mirostat", 0, 2, &p->mirostat)) || (st = get_float(req, "mirostat_tau", &p->mirostat_tau)) ||
         (st = get_float(req, "mirostat_eta", &p->mirostat_eta)))
         return st;
-    long long seed = -2;
-    if ((st = get_int(req, "seed", -1, 0xFFFFFFFFLL, &seed))) return st;
-    if (seed != -2) {
-        s->seed_given = seed >= 0 && seed != MF_SAMPLER_SEED_RANDOM;
-        p->seed = s->seed_given ? (uint32_t)seed : MF_SAMPLER_SEED_RANDOM;
+    /* seed: OpenAI's is any int64, the sampler's 32 bits: -1 (and 4294967295) draw a random one;
+     * 0 .. 4294967294 are taken as they are; any other integer is folded (its two halves XORed,
+     * then moved off the random seed) so that every seed is reproducible and distinct seeds mostly
+     * stay distinct */
+    const json_t *sv = json_object_get(req, "seed");
+    if (sv && !json_is_null(sv)) {
+        const double d = json_is_number(sv) ? json_number_value(sv) : NAN;
+        if (!(d == floor(d)) || !(fabs(d) <= 9223372036854775807.0))
+            return mf_fail(MF_ERR_ARG, "request field 'seed' must be an integer (64 bits)");
+        const long long seed = json_is_integer(sv) ? (long long)json_integer_value(sv) : (long long)d;
+        s->seed_given = seed != -1 && seed != (long long)MF_SAMPLER_SEED_RANDOM;
+        if (!s->seed_given) {
+            p->seed = MF_SAMPLER_SEED_RANDOM;
+        } else if (seed >= 0 && seed < (long long)MF_SAMPLER_SEED_RANDOM) {
+            p->seed = (uint32_t)seed;
+        } else {
+            const uint64_t u = (uint64_t)seed;
+            const uint32_t f = (uint32_t)(u ^ (u >> 32));
+            p->seed = f == MF_SAMPLER_SEED_RANDOM ? f - 1 : f;
+        }
     }
     static const char *const n_keys[] = {"n_predict", "max_tokens", "max_completion_tokens"};
     for (size_t i = 0; i < MF_ARRAY_LEN(n_keys); i++)

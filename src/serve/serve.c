@@ -26,7 +26,8 @@ void mf_serve_default_params(mf_serve_params *p) {
     p->n_parallel = 4;
     p->n_batch = 512;
     p->timeout_s = 600;
-    p->shutdown_grace_s = 10.0;
+    p->shutdown_grace_s = 3.0; /* and at most 2 s to close the connections: exit within 5 s */
+    p->sse_ping_s = 15;
     p->ctx = mf_context_default_params();
     mf_sample_settings_init(&p->defaults);
     p->spec = mf_spec_default_params();
@@ -113,6 +114,7 @@ mf_status mf_serve_run(const mf_serve_params *params) {
     static const char *const exempt[] = {"/health", NULL};
     hp.auth_exempt_paths = exempt;
     hp.cors_origin = p.cors_origin;
+    hp.sse_ping_s = (unsigned)p.sse_ping_s;
     if ((st = mf_http_server_create(&hp, &s.http))) return st;
     serve_routes(&s);
     if ((st = mf_http_server_start(s.http))) {

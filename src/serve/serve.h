@@ -23,7 +23,9 @@ typedef struct mf_serve_params {
     int32_t max_queue;        /* requests waiting for a slot; more get 503 (default 4 x n_parallel) */
     const char *api_key;      /* Bearer key every API request must carry; NULL: none */
     int32_t timeout_s;        /* idle connection timeout (default 600) */
-    double shutdown_grace_s;  /* on SIGINT/SIGTERM, how long running requests may finish (default 10) */
+    double shutdown_grace_s;  /* on SIGINT/SIGTERM, how long running requests may finish (default 3) */
+    int32_t sse_ping_s;       /* a stream silent this long (queued, or its prompt still running) gets
+                                 a ": ping" comment; 0: none (default 15) */
     bool kv_f32;              /* KV cache in F32 */
     mf_context_params ctx;    /* isa, order, trace: from the environment, as for other commands */
     mf_sample_settings defaults; /* sampling defaults (flags); requests override per field */

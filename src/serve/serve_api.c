@@ -171,6 +171,40 @@ static bool bad(req_ctx *rc, const char *param, const char *code, const char *fm
     return false;
 }
 
+/* A library's message about a request field ("request field 'top_k' must be ..."): 400 with that
+ * field as the error's param. */
+static bool bad_field(req_ctx *rc, const char *msg) {
+    static const char lead[] = "request field '";
+    char param[64] = "";
+    if (!strncmp(msg, lead, sizeof lead - 1)) {
+        const char *f = msg + sizeof lead - 1, *e = strchr(f, '\'');
+        if (e && (size_t)(e - f) < sizeof param) snprintf(param, sizeof param, "%.*s", (int)(e - f), f);
+    }
+    return bad(rc, param[0] ? param : NULL, NULL, "%s", msg);
+}
+
+/* logit_bias values (OpenAI: -100 .. 100; false, minfer's "never", too). */
+static bool logit_bias_in_range(req_ctx *rc, const json_t *lb) {
+    const json_t *v;
+    if (json_is_object(lb)) {
+        const char *k;
+        json_object_foreach((json_t *)lb, k, v) {
+            if (json_is_number(v) && !(fabs(json_number_value(v)) <= 100))
+                return bad(rc, "logit_bias", NULL, "logit_bias['%.40s'] = %g: biases must be between -100 and 100", k,
+                           json_number_value(v));
+        }
+    } else if (json_is_array(lb)) {
+        size_t i;
+        json_array_foreach(lb, i, v) {
+            const json_t *b = json_array_get(v, 1);
+            if (json_is_number(b) && !(fabs(json_number_value(b)) <= 100))
+                return bad(rc, "logit_bias", NULL, "logit_bias[%zu] = %g: biases must be between -100 and 100", i,
+                           json_number_value(b));
+        }
+    }
+    return true;
+}
+
 /* A field that must be absent, null or of the given kind. */
 static bool opt_bool(req_ctx *rc, const json_t *o, const char *key, bool *out) {
     const json_t *v = json_object_get(o, key);
@@ -207,6 +241,8 @@ static bool content_text(req_ctx *rc, const json_t *content, size_t i, json_t **
         const json_t *text = json_object_get(part, "text");
         if (!type || strcmp(type, "text") || !json_is_string(text)) {
             free(buf);
+            if (type && !strcmp(type, "text"))
+                return bad(rc, "messages", NULL, "messages[%zu].content[%zu]: a text part needs a string 'text'", i, k);
             return bad(rc, "messages", NULL, "messages[%zu].content[%zu]: only text parts are supported (got %s)", i, k,
                        type ? type : "a part without a type");
         }
@@ -249,8 +285,14 @@ static bool chat_messages(req_ctx *rc, const json_t *req, json_t **out) {
             json_decref(res);
             return bad(rc, "messages", NULL, "messages[%zu].role '%s': use system, developer, user, assistant or tool", i, role);
         }
+        /* content is required but for an assistant turn (which may only call tools) */
+        const json_t *content = json_object_get(m, "content");
+        if ((!content || json_is_null(content)) && strcmp(role, "assistant")) {
+            json_decref(res);
+            return bad(rc, "messages", NULL, "messages[%zu] (%s) has no 'content'", i, role);
+        }
         json_t *text;
-        if (!content_text(rc, json_object_get(m, "content"), i, &text)) {
+        if (!content_text(rc, content, i, &text)) {
             json_decref(res);
             return false;
         }
@@ -293,6 +335,8 @@ static bool tokenize(req_ctx *rc, const serve *s, const char *text, size_t len, 
 static bool task_options(req_ctx *rc, const serve *s, const json_t *req, serve_task *t) {
     long long n = 1;
     if (!opt_int(rc, req, "n", 1, 1, &n)) return false;
+    const json_t *model = json_object_get(req, "model"); /* any name serves (there is one model) */
+    if (model && !json_is_null(model) && !json_is_string(model)) return bad(rc, "model", NULL, "'model' must be a string");
     if (!opt_bool(rc, req, "stream", &t->stream)) return false;
     const json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so) && !json_is_object(so)) return bad(rc, "stream_options", NULL, "'stream_options' must be an object");
@@ -324,12 +368,25 @@ static bool task_options(req_ctx *rc, const serve *s, const json_t *req, serve_t
     const char *choice = json_string_value(json_object_get(req, "tool_choice"));
     if (json_is_array(tools) && json_array_size(tools) && !(choice && !strcmp(choice, "none")))
         return bad(rc, "tools", NULL, "tool calls are not supported yet (send no 'tools', or tool_choice 'none')");
+    /* OpenAI's ranges for the fields it defines (the sampler takes wider ones: the server's own
+     * defaults may use them) */
+    static const struct {
+        const char *key;
+        double lo, hi;
+    } ranges[] = {{"temperature", 0, 2}, {"presence_penalty", -2, 2}, {"frequency_penalty", -2, 2}};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        const json_t *v = json_object_get(req, ranges[i].key);
+        if (json_is_number(v) && !(json_number_value(v) >= ranges[i].lo && json_number_value(v) <= ranges[i].hi))
+            return bad(rc, ranges[i].key, NULL, "'%s' must be between %g and %g", ranges[i].key, ranges[i].lo,
+                       ranges[i].hi);
+    }
+    if (!logit_bias_in_range(rc, json_object_get(req, "logit_bias"))) return false;
     /* sampling: the server's defaults, then the request's fields */
     if (mf_sample_settings_copy(&t->settings, &s->p->defaults)) return bad(rc, NULL, NULL, "out of memory");
     char *text = json_dumps(req, JSON_COMPACT);
     mf_status st = text ? mf_sample_settings_from_json(&t->settings, text) : MF_ERR_NOMEM;
     free(text);
-    if (st) return bad(rc, NULL, NULL, "%s", mf_last_error());
+    if (st) return bad_field(rc, mf_last_error());
     long long mt = -1, mct = -1; /* both given: the smaller one */
     if (!opt_int(rc, req, "max_tokens", 0, 1LL << 40, &mt) || !opt_int(rc, req, "max_completion_tokens", 0, 1LL << 40, &mct))
         return false;
@@ -523,7 +580,7 @@ static void model_one(mf_http_request *r, void *user) {
 static void health(mf_http_request *r, void *user) {
     serve *s = user;
     if (!__atomic_load_n(&s->ready, __ATOMIC_SEQ_CST) || __atomic_load_n(&s->stopping, __ATOMIC_SEQ_CST)) {
-        mf_http_respond_busy(r, 503, 0, s->stopping ? "the server is shutting down" : "Loading model");
+        mf_http_respond_busy(r, 503, 1, s->stopping ? "the server is shutting down" : "Loading model");
         return;
     }
     mf_http_respond_json_text(r, 200, "{\"status\":\"ok\"}");

@@ -95,7 +95,7 @@ static bool task_gone(const serve_task *t) {
 /* Answer a task that will not run (queue full at shutdown, an engine error) and free it. */
 static void task_fail(serve_engine *e, serve_task *t, int status, const char *msg) {
     if (t->stream_h) {
-        json_t *err = json_pack("{s:o}", "error", mf_http_error_json(status, msg, NULL, NULL));
+        json_t *err = mf_http_error_json(status, msg, NULL, NULL); /* {"error": {...}} */
         if (err) mf_http_stream_push_json(t->stream_h, err);
         json_decref(err);
         mf_http_stream_push_data(t->stream_h, "[DONE]", 6);
@@ -278,7 +278,7 @@ static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
     serve_task *t = sl->task;
     if (why) { /* the server's reason (shutdown, an engine error): the client hears it */
         if (t->stream) {
-            json_t *err = json_pack("{s:o}", "error", mf_http_error_json(503, why, NULL, NULL));
+            json_t *err = mf_http_error_json(503, why, NULL, NULL);
             if (err) mf_http_stream_push_json(t->stream_h, err);
             json_decref(err);
             mf_http_stream_push_data(t->stream_h, "[DONE]", 6);

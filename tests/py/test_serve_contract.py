@@ -1,0 +1,147 @@
+"""Details of the OpenAI contract that clients rely on, beyond the happy path: an error inside a
+stream is the error object the SDK reads (data: {"error": {...}}), streams waiting for a slot get
+": ping" comments, OpenAI's int64 seeds and ranges, the error's `param` naming the field, a browser
+client's CORS preflight with its own headers, and what a message must hold."""
+import json
+import os
+import socket
+import time
+
+import openai
+import pytest
+
+from serve_util import MODELS, SLOW, Server, parse_response, request, sse_events
+
+MODEL = os.path.join(MODELS, "mini-qwen2.Q8_0.gguf")
+HELLO = [{"role": "user", "content": "Hello, who are you?"}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(MODEL, "-np", "2", "-c", "2048", "-t", "2", "--cors-origin", "*")
+    yield s
+    assert s.stop() == 0, s.stderr
+    assert "AddressSanitizer" not in s.stderr and "LeakSanitizer" not in s.stderr, s.stderr
+
+
+def chat(port, **fields):
+    return request(port, "POST", "/v1/chat/completions", {"messages": HELLO, "max_tokens": 2, **fields})
+
+
+def open_stream(port, body):
+    """A raw streaming request; returns the socket after the answer's head has come."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60 * SLOW)
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    return s
+
+
+@pytest.mark.parametrize("seed", [0, 4294967294, 2 ** 40, -7, 2 ** 63 - 1, -(2 ** 63)])
+def test_int64_seeds_are_accepted_and_reproducible(server, seed):
+    a = chat(server.port, seed=seed, temperature=1.0, max_tokens=6)
+    b = chat(server.port, seed=seed, temperature=1.0, max_tokens=6)
+    assert a[0] == 200 and b[0] == 200, (a, b)
+    assert a[2]["choices"][0]["message"]["content"] == b[2]["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("temperature", 2.5), ("temperature", -1), ("presence_penalty", 2.5), ("frequency_penalty", -3),
+    ("logit_bias", {"5": 101}), ("logit_bias", [[5, -500]]),
+    ("temperature", "hot"), ("top_k", 1.5), ("seed", 1.5), ("max_tokens", "9"), ("stop", 5), ("ignore_eos", 1),
+    ("model", {"bad": [1]}),
+])
+def test_field_errors_name_the_field(server, field, value):
+    st, _, b = chat(server.port, **{field: value})
+    assert st == 400, (st, b)
+    assert b["error"]["param"] == field, b
+
+
+def test_in_range_values_pass(server):
+    st, _, b = chat(server.port, temperature=2, presence_penalty=-2, frequency_penalty=2, logit_bias={"5": -100})
+    assert st == 200, b
+
+
+@pytest.mark.parametrize("messages,what", [
+    ([{"role": "user"}], "no 'content'"),
+    ([{"role": "system", "content": None}, {"role": "user", "content": "hi"}], "no 'content'"),
+    ([{"role": "user", "content": [{"type": "text"}]}], "needs a string 'text'"),
+])
+def test_a_message_needs_its_content(server, messages, what):
+    st, _, b = request(server.port, "POST", "/v1/chat/completions", {"messages": messages, "max_tokens": 1})
+    assert st == 400 and what in b["error"]["message"] and b["error"]["param"] == "messages", b
+
+
+def test_an_assistant_turn_may_only_call_tools(server):
+    msgs = [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    st, _, b = request(server.port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})
+    assert st == 200, b
+
+
+def test_nul_in_a_string_is_a_clear_400(server):
+    st, _, b = chat(server.port, stop="a\u0000b")
+    assert st == 400 and "NUL" in b["error"]["message"] and "JSON_ALLOW_NUL" not in b["error"]["message"], b
+
+
+def test_cors_preflight_allows_a_browser_clients_headers(server):
+    asked = "authorization, content-type, x-stainless-os, x-stainless-lang, x-stainless-retry-count"
+    st, hd, _ = request(server.port, "OPTIONS", "/v1/chat/completions",
+                        headers={"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+                                 "Access-Control-Request-Headers": asked})
+    assert st == 204 and hd["access-control-allow-origin"] == "*"
+    assert hd["access-control-allow-headers"] == asked
+
+
+def test_health_while_stopping_and_error_inside_a_stream():
+    """SIGTERM with a stream that cannot finish within the grace: /health says 503 with Retry-After,
+    the stream ends with one error event the SDK reads (data: {"error": {"message": ...}}), [DONE],
+    and the server exits quickly."""
+    s = Server(MODEL, "-np", "1", "-c", "8192", "-t", "2", "--shutdown-grace", "0.5")
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0)
+    stream = client.chat.completions.create(model="x", messages=HELLO, max_tokens=8000, stream=True,
+                                            extra_body={"ignore_eos": True})
+    it = iter(stream)
+    next(it)
+    s.proc.send_signal(15)
+    time.sleep(0.2)
+    st, hd, b = request(s.port, "GET", "/health")
+    assert st == 503 and int(hd["retry-after"]) >= 1, (st, hd, b)
+    t0 = time.time()
+    with pytest.raises(openai.APIError) as e:
+        for _ in it:
+            pass
+    assert "shutting down" in e.value.message, (e.value.message, e.value.body)
+    assert isinstance(e.value.body, dict) and "error" not in e.value.body, e.value.body
+    assert s.stop() == 0, s.stderr
+    assert time.time() - t0 < 5 * SLOW
+
+
+def test_a_queued_stream_gets_pings():
+    """With one slot busy, a second streaming request waits in the queue: its connection gets
+    ": ping" comments (every --sse-ping-interval seconds) until its tokens come, and the events the
+    SDK parses are unchanged."""
+    s = Server(MODEL, "-np", "1", "-c", "8192", "-t", "2", "--sse-ping-interval", "1")
+    try:
+        busy = open_stream(s.port, {"messages": HELLO, "max_tokens": 4000, "stream": True, "ignore_eos": True})
+        busy.recv(4096)
+        waiting = open_stream(s.port, {"messages": HELLO, "max_tokens": 3, "stream": True})
+        got = b""
+        deadline = time.time() + 30 * SLOW
+        while b": ping" not in got and time.time() < deadline:
+            got += waiting.recv(4096)
+        assert b": ping\n\n" in got and b"data:" not in got.split(b"\r\n\r\n", 1)[1], got[:500]
+        busy.close()  # the slot frees; the waiting request runs and ends
+        while b"data: [DONE]" not in got and time.time() < deadline:
+            chunk = waiting.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        waiting.close()
+        st, _, body = parse_response(got)
+        events = [e for e in sse_events(body) if e.startswith("{")]
+        assert st == 200 and events and json.loads(events[-1])["choices"][0]["finish_reason"] == "length", body[-500:]
+    finally:
+        assert s.stop() == 0, s.stderr
