@@ -697,7 +697,7 @@ static void detokenize_ep(mf_http_request *r, void *user) {
     }
     char *text = NULL;
     size_t len = 0;
-    if (ok && mf_tokenizer_decode(s->tok, ids, n, 0, &text, &len)) ok = bad(&rc, "tokens", NULL, "%s", mf_last_error());
+    if (ok && mf_tokenizer_decode(s->tok, ids, n, MF_TOK_DECODE_SPECIAL, &text, &len)) ok = bad(&rc, "tokens", NULL, "%s", mf_last_error());
     if (ok) {
         json_t *res = json_pack("{s:o}", "content", lossy_string((const uint8_t *)text, len));
         mf_http_respond_json(r, 200, res);

@@ -45,6 +45,11 @@ typedef struct slot {
     char *text;     /* a non-streamed answer so far */
     size_t n_text, cap_text;
     json_t *logprobs; /* chat: array of entries; completion: the legacy object */
+    /* logprob entries of tokens whose text is still held back (it may end in a stop string, which
+     * is not sent, and then neither are they), with where each token's text starts in the shown
+     * text of the answer's tokens; shown: that text's bytes so far */
+    json_t *lp_wait;
+    size_t *lp_off, n_wait, cap_wait, shown;
     double t_start, t_first;
     uint64_t last_used;
 } slot;
@@ -53,6 +58,7 @@ struct serve_engine {
     serve *s;
     mf_context *ctx;
     mf_context *dctx; /* the draft model's context (-md): sequence i drafts for slot i */
+    mf_sampler_vocab voc; /* each token's shown text (the generators' pieces) */
     slot *slots;
     int32_t n_slots;
     pthread_t thread;
@@ -122,6 +128,9 @@ static void slot_reset(slot *sl) {
     sl->gen = NULL;
     json_decref(sl->logprobs);
     sl->logprobs = NULL;
+    json_decref(sl->lp_wait);
+    sl->lp_wait = NULL;
+    sl->n_wait = sl->shown = 0;
     sl->task = NULL;
     sl->state = SLOT_IDLE;
     sl->n_text = 0;
@@ -183,11 +192,13 @@ static mf_status slot_gen(serve_engine *e, slot *sl) {
     serve_task *t = sl->task;
     sl->gen = t->gen;
     t->gen = NULL;
+    sl->n_wait = sl->shown = 0;
     if (t->logprobs) {
         sl->logprobs = t->kind == TASK_CHAT ? json_array()
                                             : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs",
                                                         "top_logprobs", "text_offset");
-        if (!sl->logprobs) return mf_set_error(MF_ERR_NOMEM, "out of memory");
+        sl->lp_wait = json_array();
+        if (!sl->logprobs || !sl->lp_wait) return mf_set_error(MF_ERR_NOMEM, "out of memory");
     }
     return MF_OK;
 }
@@ -212,23 +223,49 @@ static void add_legacy_logprob(json_t *acc, json_t *entry, size_t offset) {
     json_array_append_new(json_object_get(acc, "text_offset"), json_integer((json_int_t)offset));
 }
 
+/* A drawn token's logprob entry (taken), waiting until its text is sent; off: where its text starts. */
+static void lp_wait_push(slot *sl, json_t *lp, size_t off) {
+    if (sl->n_wait == sl->cap_wait) {
+        const size_t cap = sl->cap_wait ? 2 * sl->cap_wait : 16;
+        size_t *p = realloc(sl->lp_off, cap * sizeof *p);
+        if (!p) { /* out of memory: the entry is lost, never misplaced */
+            json_decref(lp);
+            return;
+        }
+        sl->lp_off = p, sl->cap_wait = cap;
+    }
+    if (json_array_append_new(sl->lp_wait, lp)) return;
+    sl->lp_off[sl->n_wait++] = off;
+}
+
 /* Send a piece of the answer: a chunk for a stream (false when the client is gone), text for a
- * deferred answer. */
-static bool emit(serve_engine *e, slot *sl, const char *text, size_t len, json_t *lp) {
+ * deferred answer; with it the logprobs of the tokens whose text begins before its end (a token
+ * whose text ends up cut by a stop string never has its logprob sent). */
+static bool emit(serve_engine *e, slot *sl, const char *text, size_t len) {
     serve_task *t = sl->task;
+    const size_t upto = sl->n_text + len;
+    size_t k = 0;
+    while (k < sl->n_wait && sl->lp_off[k] < upto) k++;
+    json_t *lps = NULL;
+    if (k && t->kind == TASK_CHAT) {
+        json_t *c = t->stream ? json_array() : sl->logprobs;
+        for (size_t i = 0; c && i < k; i++) json_array_append(c, json_array_get(sl->lp_wait, i));
+        if (t->stream) lps = json_pack("{s:o*,s:n}", "content", c, "refusal");
+    } else if (k) {
+        json_t *c = t->stream ? json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                                          "text_offset")
+                              : sl->logprobs;
+        for (size_t i = 0; c && i < k; i++) add_legacy_logprob(c, json_array_get(sl->lp_wait, i), sl->lp_off[i]);
+        if (t->stream) lps = c;
+    }
+    for (size_t i = 0; i < k; i++) json_array_remove(sl->lp_wait, 0);
+    memmove(sl->lp_off, sl->lp_off + k, (sl->n_wait - k) * sizeof *sl->lp_off);
+    sl->n_wait -= k;
     if (!t->stream) {
-        if (lp && t->kind == TASK_CHAT) json_array_append(sl->logprobs, lp);
-        if (lp && t->kind == TASK_COMPLETION) add_legacy_logprob(sl->logprobs, lp, sl->n_text);
         append_text(sl, text, len);
         return true;
     }
-    if (!len && !lp) return true;
-    json_t *lps = NULL;
-    if (lp && t->kind == TASK_CHAT) lps = json_pack("{s:[O],s:n}", "content", lp, "refusal");
-    if (lp && t->kind == TASK_COMPLETION) {
-        lps = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
-        if (lps) add_legacy_logprob(lps, lp, sl->n_text);
-    }
+    if (!len && !lps) return true;
     sl->n_text += len;
     json_t *c = serve_chunk(e->s, t, text, len, lps, NULL, false);
     const bool ok = c && mf_http_stream_push_json(t->stream_h, c) == MF_HTTP_PUSH_OK;
@@ -302,8 +339,11 @@ static bool slot_token(serve_engine *e, slot *sl, int32_t tok, const char *text,
     const serve_task *t = sl->task;
     sl->n_gen++;
     json_t *lp = t->logprobs && reason != MF_STOP_EOG ? serve_logprob(e->s, logits, tok, t->top_logprobs, t->kind) : NULL;
-    const bool ok = emit(e, sl, text, len, lp);
-    json_decref(lp);
+    if (lp) lp_wait_push(sl, lp, sl->shown);
+    size_t pl = 0;
+    (e->voc.show ? e->voc.show : e->voc.piece)(e->voc.user, tok, &pl);
+    sl->shown += pl;
+    const bool ok = emit(e, sl, text, len);
     if (!ok) {
         slot_cancel(e, sl, NULL);
         return false;
@@ -373,7 +413,7 @@ static void slot_round(serve_engine *e, slot *sl, int32_t r0) {
     if (rd.context_full) { /* cannot happen with n_predict clamped to the room; end it as plain decoding would */
         const char *text;
         size_t len;
-        if (!mf_gen_finish(sl->gen, &text, &len) && !emit(e, sl, text, len, NULL)) {
+        if (!mf_gen_finish(sl->gen, &text, &len) && !emit(e, sl, text, len)) {
             slot_cancel(e, sl, NULL);
             return;
         }
@@ -605,6 +645,7 @@ mf_status serve_engine_create(serve *s, serve_engine **out) {
     serve_engine *e = calloc(1, sizeof *e);
     if (!e) return MF_ERR_NOMEM;
     e->s = s;
+    e->voc = mf_sampler_vocab_from_tokenizer(s->tok, s->n_vocab, s->n_ctx_slot);
     e->n_slots = s->p->n_parallel;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
@@ -707,6 +748,8 @@ void serve_engine_free(serve_engine *e) {
         if (e->slots[i].task) slot_cancel(e, &e->slots[i], "the server is shutting down");
         free(e->slots[i].cache);
         free(e->slots[i].text);
+        free(e->slots[i].lp_off);
+        json_decref(e->slots[i].lp_wait);
         mf_spec_free(e->slots[i].spec);
     }
     free(e->slots);

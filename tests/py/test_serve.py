@@ -218,6 +218,11 @@ def test_small_endpoints(server):
     ids = [t["id"] for t in tok["tokens"]]
     st, _, d = request(server.port, "POST", "/detokenize", {"tokens": ids})
     assert st == 200 and d["content"] == "Hello world"
+    # special tokens round-trip as their text (as llama-server renders them)
+    text = "<|im_start|>user\nhi<|im_end|>"
+    st, _, tok = request(server.port, "POST", "/tokenize", {"content": text})
+    st, _, d = request(server.port, "POST", "/detokenize", {"tokens": tok["tokens"]})
+    assert st == 200 and d["content"] == text, (tok, d)
     st, _, slots = request(server.port, "GET", "/slots")
     assert st == 200 and len(slots) == 4 and all(s["n_ctx"] == 1024 for s in slots)
     st, hd, m = request(server.port, "GET", "/metrics")

@@ -145,3 +145,43 @@ def test_a_queued_stream_gets_pings():
         assert st == 200 and events and json.loads(events[-1])["choices"][0]["finish_reason"] == "length", body[-500:]
     finally:
         assert s.stop() == 0, s.stderr
+
+
+def _covers(entries, content):
+    """The logprob entries are the tokens of the content: their bytes start before its end, the last
+    one's may run past it (cut by the stop string)."""
+    total = b"".join(bytes(e["bytes"]) for e in entries)
+    last = len(bytes(entries[-1]["bytes"])) if entries else 0
+    return total.startswith(content.encode()[: len(total) - last]) and len(total) - last < len(content.encode()) <= len(total)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_logprobs_end_where_a_stop_string_cuts_the_text(server, stream):
+    base = {"messages": HELLO, "max_tokens": 24, "temperature": 0, "logprobs": True, "ignore_eos": True}
+    st, _, full = request(server.port, "POST", "/v1/chat/completions", base)
+    assert st == 200, full
+    text = full["choices"][0]["message"]["content"]
+    entries = full["choices"][0]["logprobs"]["content"]
+    assert len(entries) == 24
+    # the random model's text holds stray UTF-8 pieces (shown as U+FFFD): stops in its ASCII start,
+    # beginning inside and at the start of the tokens' texts
+    ascii_len = next((i for i, ch in enumerate(text) if ord(ch) > 127), len(text))
+    assert b"".join(bytes(e["bytes"]) for e in entries).startswith(text[:ascii_len].encode())
+    cuts = sorted({ascii_len // 3, ascii_len // 2, ascii_len // 2 + 1, ascii_len - 4})
+    assert ascii_len >= 12, text
+    for cut in cuts:
+        stop = text[cut:cut + 3]
+        if cut < 1 or len(stop) < 3 or text.find(stop) != cut:
+            continue
+        st, _, body = request(server.port, "POST", "/v1/chat/completions", {**base, "stop": stop, "stream": stream})
+        assert st == 200, body
+        if stream:
+            events = [json.loads(e) for e in sse_events(body) if e.startswith("{")]
+            content = "".join(c["choices"][0]["delta"].get("content") or "" for c in events if c["choices"])
+            got = [x for c in events if c["choices"] and c["choices"][0].get("logprobs")
+                   for x in c["choices"][0]["logprobs"]["content"]]
+        else:
+            content = body["choices"][0]["message"]["content"]
+            got = body["choices"][0]["logprobs"]["content"]
+        assert content == text[:cut], (content, text, stop)
+        assert _covers(got, content), ([bytes(e["bytes"]) for e in got], content)
