@@ -70,8 +70,10 @@ def cluster():
     # server under them; the fixture models generate thousands of tokens a second.
     from test_smollm import fetch_model
     model = fetch_model()
-    a = Server(model, "-np", "2", "-c", "2048", "-t", "1", "--alias", "a")
-    b = Server(model, "-np", "2", "-c", "2048", "-t", "1", "--alias", "b")
+    # a grace long enough for the running stream of test_a_stopping_server_hands_over (the default
+    # 3 s is too short for 150 tokens on a loaded machine or under the sanitizers)
+    a = Server(model, "-np", "2", "-c", "2048", "-t", "1", "--alias", "a", "--shutdown-grace", "30")
+    b = Server(model, "-np", "2", "-c", "2048", "-t", "1", "--alias", "b", "--shutdown-grace", "30")
     d = tempfile.mkdtemp(prefix="minfer-nginx-")
     port = free_port()
     with open(os.path.join(d, "nginx.conf"), "w") as f:
@@ -187,7 +189,7 @@ def test_a_stopping_server_hands_over(cluster):
     """SIGTERM to one server: its /health and new requests answer 503 at once, which nginx passes
     to the other server; the running request on it finishes."""
     port, a, b = cluster
-    long = Stream(port, 1, n_tokens=150)  # well inside the 10 s grace, even on a loaded machine
+    long = Stream(port, 1, n_tokens=150)  # well inside the 30 s grace, even on a loaded machine
     long.start()
     assert long.started.wait(60 * SLOW)
     victim = a if long.model == "a" else b
