@@ -224,7 +224,7 @@ def test_overload_503_and_nothing_lost():
 
 
 def test_sigterm_lets_a_running_stream_finish():
-    s = Server(MODEL, "-np", "2", "-c", "1024", "-t", "2")
+    s = Server(MODEL, "-np", "2", "-c", "1024", "-t", "2", "--shutdown-grace", "30")
     sock = socket.create_connection(("127.0.0.1", s.port))
     body = json.dumps({"messages": HELLO, "max_tokens": 60, "stream": True, "ignore_eos": True}).encode()
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
