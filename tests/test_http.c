@@ -304,6 +304,10 @@ static void test_guards(void) {
     const char *cl = "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sekrit\r\n"
                      "Content-Length: 12x\r\n\r\n";
     CHECK(http_raw(port, cl, strlen(cl), r) && r->status == 400); /* MHD's answer or ours */
+    const char *two = "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sekrit\r\n"
+                      "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}abc";
+    CHECK(http_raw(port, two, strlen(two), r));
+    check_error(r, 400, "invalid_request_error", "conflicting Content-Length");
     size_t hl = 100000;
     char *huge = malloc(hl + 100);
     int k = snprintf(huge, hl + 100, "GET /health HTTP/1.1\r\nHost: t\r\nX-Big: ");

@@ -266,6 +266,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
 
 typedef struct header_check {
     char bad[80];
+    const char *length;   /* the first Content-Length's value */
+    bool length_conflict; /* another Content-Length with a different value */
 } header_check;
 
 static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
@@ -278,6 +280,10 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
         ok = ch >= 0x20 ? ch != 0x7f : ch == '\t';
     }
     if (!ok) mf_http_utf8_sanitize(hc->bad, sizeof hc->bad, key);
+    if (ok && value && strcasecmp(key, "Content-Length") == 0) {
+        if (hc->length && strcmp(hc->length, value)) hc->length_conflict = true;
+        if (!hc->length) hc->length = value;
+    }
     return ok ? MHD_YES : MHD_NO;
 }
 
@@ -363,9 +369,12 @@ static bool begin(mf_http_request *r, const char *method, const char *version) {
         return st == MF_OK;
     }
     r->target_ok = true;
-    header_check hc = {{0}};
+    header_check hc = {.bad = {0}};
     if (MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, check_header, &hc) < 0 || hc.bad[0])
         return mf_http_respond_error(r, 400, NULL, NULL, "header '%s' holds a control byte", hc.bad) == MF_OK;
+    /* two lengths for one body: which one frames it is ambiguous (a request-smuggling shape) */
+    if (hc.length_conflict)
+        return mf_http_respond_error(r, 400, NULL, NULL, "conflicting Content-Length headers") == MF_OK;
     unsigned allow;
     const char *path = r->target.path;
     r->route = find_route(s, path, r->method, &allow, &r->path_rest);
