@@ -63,6 +63,7 @@ static mf_status generate_by(const mf_model *tgt, bool untimed, const mf_spec_pa
             const int32_t *toks;
             int32_t k;
             if ((st = mf_spec_draft(s, &toks, &k))) goto done;
+            CHECKF(k <= sp->draft_max + 1, "a round of %d tokens past draft_max %d", k, sp->draft_max);
             int8_t want[MF_SPEC_MAX_DRAFT + 1];
             memset(want, 1, sizeof want);
             if (k > 0) {
@@ -235,6 +236,15 @@ static void test_edges(void) {
             CHECK(generate(&p, &smp, prompt, n_prompt, 512, 40, stop, -1, sp) == MF_OK);
             CHECKF(same(plain, sp), "stop string, Q4_0 draft k=%d differs", k);
         }
+    }
+    /* lookup that backs off (verifying a token costs as much as a pass) probes again after 16 plain
+     * rounds: never deeper than draft_max, here 1 (it probed at 2, past the draft buffer) */
+    {
+        mf_spec_params p = mf_spec_default_params();
+        p.lookup = true, p.draft_min = 0, p.draft_max = 1, p.ngram_min = 1, p.verify_cost = 1.0f;
+        CHECK(generate(NULL, &smp, prompt, n_prompt, 512, 100, NULL, -1, plain) == MF_OK);
+        CHECK(generate_by(target, true, &p, &smp, prompt, n_prompt, 512, 100, NULL, -1, sp) == MF_OK);
+        CHECKF(same(plain, sp), "lookup, draft_max 1, backing off: differs");
     }
     free(plain);
     free(sp);

@@ -256,10 +256,12 @@ mf_status mf_spec_begin(mf_spec *s, mf_gen *g, int32_t kv_limit) {
                             n, mf_context_seq_pos_max(s->ctx, s->seq));
     s->gen = g;
     s->kv_limit = kv_limit;
-    /* the acceptance tests' stream follows the generation's seed alone (not the sequence, which a
-     * server's scheduler picks), and a sampled generation's depths start from the prior: the same
-     * seed and input, the same text */
-    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g)));
+    /* the acceptance tests' stream follows the generation's seed and the length of what it
+     * continues (not the sequence, which a server's scheduler picks), and a sampled generation's
+     * depths start from the prior: the same seed and input, the same text; a conversation's next
+     * reply, which continues a longer sequence, draws other numbers than the one before */
+    s->rng = 0x9E3779B97F4A7C15ull * (1 + (uint64_t)mf_sampler_seed(mf_gen_sampler(g))) ^
+             0xBF58476D1CE4E5B9ull * (uint64_t)n;
     if (!s->greedy) prior_acceptance(s);
     s->probe_fail = 0;
     s->n_hist = n;
@@ -501,7 +503,11 @@ static int32_t choose_depth(mf_spec *s) {
     /* backed off: probe again every 16 rounds (a lookup costs next to nothing), so that a better
      * stretch of text is noticed */
     s->r_probe = false;
-    if (best_k == 0 && s->plain_run >= 16) best_k = p->draft_min > 1 ? p->draft_min : 2, s->r_probe = true;
+    if (best_k == 0 && s->plain_run >= 16) {
+        best_k = p->draft_min > 1 ? p->draft_min : 2;
+        if (best_k > p->draft_max) best_k = p->draft_max; /* --draft-max 1 */
+        s->r_probe = true;
+    }
     return best_k;
 }
 
