@@ -156,6 +156,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!(p.model = cli_model(p.model))) goto done; /* a path, a cached name, hf:..., ollama:... */
     p.spec = spec.p;
+    cli_spec_warn_unused(&spec);
     if (spec.draft_path && !(p.draft_model = cli_model(spec.draft_path))) goto done;
     p.on_ready = print_ready;
     p.no_repack = cli_load_params(p.no_mmap, p.no_repack).no_repack;

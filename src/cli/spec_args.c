@@ -25,21 +25,25 @@ int cli_spec_arg(int argc, char **argv, int *i, cli_spec_opts *o) {
         (r = cli_take_value(argc, argv, i, "--draft-n", &v))) {
         if (r < 0 || !cli_parse_int(a, v, 1, MF_SPEC_MAX_DRAFT, &n)) return -1;
         o->p.draft_max = (int32_t)n;
+        if (!o->tuning) o->tuning = a;
         return 1;
     }
     if ((r = cli_take_value(argc, argv, i, "--draft-min", &v))) {
         if (r < 0 || !cli_parse_int(a, v, 0, MF_SPEC_MAX_DRAFT, &n)) return -1;
         o->p.draft_min = (int32_t)n;
+        if (!o->tuning) o->tuning = a;
         return 1;
     }
     if ((r = cli_take_value(argc, argv, i, "--draft-p-min", &v))) {
         if (r < 0 || !cli_parse_float(a, v, 0, 1, &x)) return -1;
         o->p.p_min = (float)x;
+        if (!o->tuning) o->tuning = a;
         return 1;
     }
     if ((r = cli_take_value(argc, argv, i, "-td", &v)) || (r = cli_take_value(argc, argv, i, "--threads-draft", &v))) {
         if (r < 0 || !cli_parse_int(a, v, 1, 1 << 20, &n)) return -1;
         o->p.draft_threads = (int32_t)n;
+        if (!o->tuning) o->tuning = a;
         return 1;
     }
     return 0;
@@ -47,7 +51,10 @@ int cli_spec_arg(int argc, char **argv, int *i, cli_spec_opts *o) {
 
 bool cli_spec_create(cli_spec_opts *o, const mf_model *target, mf_context *ctx, int32_t seq,
                      const mf_sampler_params *sampling) {
-    if (!o->on) return true;
+    if (!o->on) {
+        cli_spec_warn_unused(o);
+        return true;
+    }
     if (o->draft_path && o->p.lookup) {
         cli_error("--model-draft and --lookup are two draft sources: choose one");
         return false;
@@ -78,15 +85,25 @@ bool cli_spec_create(cli_spec_opts *o, const mf_model *target, mf_context *ctx, 
     return true;
 }
 
-void cli_spec_summary(const cli_spec_opts *o, char *buf, size_t size) {
+void cli_spec_summary(cli_spec_opts *o, char *buf, size_t size) {
     buf[0] = 0;
     if (!o->spec) return;
-    mf_spec_stats s;
-    mf_spec_get_stats(o->spec, &s);
+    mf_spec_stats now, s;
+    mf_spec_get_stats(o->spec, &now);
+    const mf_spec_stats *r = &o->reported;
+    s = (mf_spec_stats){.rounds = now.rounds - r->rounds, .drafted = now.drafted - r->drafted,
+                        .accepted = now.accepted - r->accepted, .draft_s = now.draft_s - r->draft_s,
+                        .verify_s = now.verify_s - r->verify_s};
+    o->reported = now;
     snprintf(buf, size, " | %s: %lld drafted, %lld accepted (%.1f %%), %lld passes of %.2f ms, drafting %.2f s",
              o->p.lookup ? "lookup" : "draft", (long long)s.drafted, (long long)s.accepted,
              s.drafted ? 100.0 * (double)s.accepted / (double)s.drafted : 0.0, (long long)s.rounds,
              s.rounds ? 1e3 * s.verify_s / (double)s.rounds : 0.0, s.draft_s);
+}
+
+void cli_spec_warn_unused(const cli_spec_opts *o) {
+    if (!o->on && o->tuning)
+        fprintf(stderr, "minfer: warning: %s has no effect without a draft source (-md FILE or --lookup)\n", o->tuning);
 }
 
 void cli_spec_opts_free(cli_spec_opts *o) {

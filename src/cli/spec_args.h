@@ -14,6 +14,8 @@ typedef struct cli_spec_opts {
     bool on;                /* -md or --lookup given */
     mf_model *draft;        /* loaded by cli_spec_create */
     mf_spec *spec;
+    mf_spec_stats reported; /* the counters at the last summary */
+    const char *tuning;     /* the first draft tuning flag given (--draft-max, ...), or NULL */
 } cli_spec_opts;
 
 void cli_spec_opts_init(cli_spec_opts *o);
@@ -23,9 +25,13 @@ int cli_spec_arg(int argc, char **argv, int *i, cli_spec_opts *o);
  * printing the error. Does nothing (true) when no flag asked for speculation. */
 bool cli_spec_create(cli_spec_opts *o, const mf_model *target, mf_context *ctx, int32_t seq,
                      const mf_sampler_params *sampling);
-/* "draft: N drafted, M accepted (R %), depth D" for the speed line; "" when off. */
-void cli_spec_summary(const cli_spec_opts *o, char *buf, size_t size);
+/* " | draft: N drafted, M accepted (R %), P passes of T ms, drafting S s" for the speed line, counting
+ * since the last summary (a chat turn's, a run's); "" when off. */
+void cli_spec_summary(cli_spec_opts *o, char *buf, size_t size);
 void cli_spec_opts_free(cli_spec_opts *o);
+/* A tuning flag without a draft source does nothing: say so on stderr (the programs call it once
+ * their flags are read). */
+void cli_spec_warn_unused(const cli_spec_opts *o);
 void cli_spec_usage(FILE *f);
 
 #endif /* MF_CLI_SPEC_ARGS_H */

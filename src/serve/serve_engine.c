@@ -274,9 +274,25 @@ static bool emit(serve_engine *e, slot *sl, const char *text, size_t len) {
 }
 
 /* The answer is complete: the last chunks or the whole body; the slot becomes idle. */
+/* The request of slot sl ends (ok: answered in full): counted, and the slot shown idle in /slots,
+ * before its client hears the end, so that a client that asks /metrics or /slots next sees it. */
+static void slot_mark_done(serve_engine *e, slot *sl, bool ok) {
+    pthread_mutex_lock(&e->lock);
+    if (ok) {
+        e->stats.requests_ok++;
+        if (sl->t_first > 0) e->stats.gen_seconds += mf_time_s() - sl->t_first;
+    } else {
+        e->stats.requests_cancelled++;
+    }
+    e->stats.gen_tokens += (uint64_t)sl->n_gen;
+    e->view[sl - e->slots] = (struct slot_view){SLOT_IDLE, sl->n_cache, 0, sl->n_drafted, sl->n_accepted};
+    pthread_mutex_unlock(&e->lock);
+}
+
 static void slot_finish(serve_engine *e, slot *sl, mf_stop_reason reason) {
     serve_task *t = sl->task;
     const char *finish = reason == MF_STOP_LENGTH ? "length" : "stop";
+    slot_mark_done(e, sl, true);
     if (t->stream) {
         json_t *c = serve_chunk(e->s, t, NULL, 0, NULL, finish, false);
         if (c) mf_http_stream_push_json(t->stream_h, c);
@@ -301,11 +317,6 @@ static void slot_finish(serve_engine *e, slot *sl, mf_stop_reason reason) {
             mf_http_deferred_respond_error(t->deferred, 500, NULL, NULL, "out of memory building the answer");
         json_decref(body);
     }
-    pthread_mutex_lock(&e->lock);
-    e->stats.requests_ok++;
-    e->stats.gen_tokens += (uint64_t)sl->n_gen;
-    if (sl->t_first > 0) e->stats.gen_seconds += mf_time_s() - sl->t_first;
-    pthread_mutex_unlock(&e->lock);
     serve_task_free(t);
     slot_reset(sl);
     sl->last_used = ++e->tick;
@@ -313,6 +324,7 @@ static void slot_finish(serve_engine *e, slot *sl, mf_stop_reason reason) {
 
 static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
     serve_task *t = sl->task;
+    slot_mark_done(e, sl, false);
     if (why) { /* the server's reason (shutdown, an engine error): the client hears it */
         if (t->stream) {
             json_t *err = mf_http_error_json(503, why, NULL, NULL);
@@ -324,10 +336,6 @@ static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
             mf_http_deferred_respond_error(t->deferred, 503, NULL, NULL, "%s", why);
         }
     }
-    pthread_mutex_lock(&e->lock);
-    e->stats.requests_cancelled++;
-    e->stats.gen_tokens += (uint64_t)sl->n_gen;
-    pthread_mutex_unlock(&e->lock);
     serve_task_free(t);
     slot_reset(sl);
     sl->last_used = ++e->tick;

@@ -185,3 +185,18 @@ def test_logprobs_end_where_a_stop_string_cuts_the_text(server, stream):
             got = body["choices"][0]["logprobs"]["content"]
         assert content == text[:cut], (content, text, stop)
         assert _covers(got, content), ([bytes(e["bytes"]) for e in got], content)
+
+
+def test_slots_and_metrics_count_an_answer_before_it_comes(server):
+    """A client that has its answer and asks /slots or /metrics next sees its request done."""
+    def served():
+        st, _, m = request(server.port, "GET", "/metrics")
+        line = [l for l in m.decode().splitlines() if l.startswith("minfer:requests_finished_total")][0]
+        return int(float(line.split()[1]))
+    for i in range(15):
+        before = served()
+        st, _, b = chat(server.port, max_tokens=4, seed=i)
+        assert st == 200, b
+        st, _, slots = request(server.port, "GET", "/slots")
+        assert all(not s["is_processing"] for s in slots), (i, slots)
+        assert served() == before + 1

@@ -48,9 +48,19 @@ def test_chat_identical():
                           capture_output=True, timeout=300)
     assert plain.returncode == 0 and spec.returncode == 0
     assert plain.stdout == spec.stdout and b"lookup:" in spec.stderr
+    # each turn's line counts that turn's drafts: at most what its passes can hold
+    draft = subprocess.run(base + ["-md", Q4, "--draft-min", "3", "--draft-max", "3", "--ignore-eos"],
+                           input=b"a b c a b c\nhello\nworld\n", capture_output=True, timeout=300)
+    turns = [l for l in draft.stderr.decode().splitlines() if "turn" in l and "drafted" in l]
+    assert draft.returncode == 0 and len(turns) == 3, draft.stderr
+    for l in turns:
+        drafted = int(l.split("draft: ")[1].split(" drafted")[0])
+        assert drafted <= 3 * 24, l
 
 
 def test_draft_errors(tmp_path):
+    rc, _, err = run(TARGET, "hi", "-n", "2", "--draft-max", "4")  # no draft source: said, not silently dropped
+    assert rc == 0 and "--draft-max has no effect" in err, err
     rc, _, err = run(TARGET, "hi", "-n", "4", "-md", str(tmp_path / "absent.gguf"))
     assert rc != 0 and "absent.gguf" in err
     rc, _, err = run(TARGET, "hi", "-n", "4", "-md", Q4, "--lookup")
