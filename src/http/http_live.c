@@ -1,7 +1,8 @@
 /* http_live.c: what streams and deferred answers share (http_impl.h, "Live answers"): their
  * references, the close callback run exactly once and never after the owner let go, the live
  * list that mf_http_server_stop waits on, and the disconnect watcher, one thread polling the live
- * records' sockets for a hang-up, which a suspended connection never reports to MHD.
+ * records' sockets for a hang-up, which a suspended connection never reports to MHD (and, with SSE
+ * pings, ticking each record once a second: a silent stream sends a ping).
  *
  * Locks: the server's before a record's, never the other way; callbacks run with neither. */
 #include "http/http_impl.h"

@@ -273,7 +273,6 @@ static bool emit(serve_engine *e, slot *sl, const char *text, size_t len) {
     return ok;
 }
 
-/* The answer is complete: the last chunks or the whole body; the slot becomes idle. */
 /* The request of slot sl ends (ok: answered in full): counted, and the slot shown idle in /slots,
  * before its client hears the end, so that a client that asks /metrics or /slots next sees it. */
 static void slot_mark_done(serve_engine *e, slot *sl, bool ok) {
@@ -289,6 +288,7 @@ static void slot_mark_done(serve_engine *e, slot *sl, bool ok) {
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The answer is complete: the last chunks or the whole body; the slot becomes idle. */
 static void slot_finish(serve_engine *e, slot *sl, mf_stop_reason reason) {
     serve_task *t = sl->task;
     const char *finish = reason == MF_STOP_LENGTH ? "length" : "stop";
