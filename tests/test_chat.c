@@ -162,26 +162,6 @@ static void test_fallback(void) {
     unlink(path);
 }
 
-/* A tool call's arguments as OpenAI sends them, a JSON string, reach the template as the object
- * (templates apply tojson to it); an object stays one; a string that is no JSON object stays a
- * string. */
-static void test_tool_call_arguments(void) {
-    mf_chat_template *t = NULL;
-    CHECK(mf_chat_template_create("{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments | tojson }};"
-                                  "{% endfor %}{% endfor %}",
-                                  &t) == MF_OK);
-    if (!t) return;
-    const char *ctx = "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": ["
-                      "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}},"
-                      "{\"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\": {\"n\": 1}}},"
-                      "{\"type\": \"function\", \"function\": {\"name\": \"h\", \"arguments\": \"not json\"}}]}]}";
-    char *out = NULL;
-    CHECKF(mf_chat_template_render_json(t, ctx, NULL, &out, NULL) == MF_OK, "%s", mf_last_error());
-    CHECKF(out && !strcmp(out, "{\"city\": \"Paris\"};{\"n\": 1};\"not json\";"), "%s", out ? out : "(null)");
-    free(out);
-    mf_chat_template_free(t);
-}
-
 int main(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/data/templates/renders.json", getenv("MINFER_SOURCE") ? getenv("MINFER_SOURCE") : ".");
@@ -194,7 +174,6 @@ int main(void) {
         test_vocab_gguf("models/vocab-qwen3.gguf", "Qwen-Qwen3-0.6B");
         test_fallback();
     }
-    test_tool_call_arguments();
     json_decref(g_renders);
     return test_summary("test_chat");
 }

@@ -213,20 +213,6 @@ static json_t *parse_json(const char *text, const char *what, mf_status *st) {
     return v;
 }
 
-/* OpenAI's API sends a tool call's arguments as a JSON string; templates expect the object (they
- * apply tojson to it, which would quote the string again). */
-static void decode_arguments(json_t *calls) {
-    size_t i;
-    json_t *call;
-    json_array_foreach(calls, i, call) {
-        json_t *fn = json_object_get(call, "function"), *args = fn ? json_object_get(fn, "arguments") : NULL;
-        if (!json_is_string(args)) continue;
-        json_t *obj = json_loads(json_string_value(args), 0, NULL);
-        if (json_is_object(obj)) json_object_set_new(fn, "arguments", obj);
-        else json_decref(obj);
-    }
-}
-
 mf_status mf_chat_template_render_json(const mf_chat_template *t, const char *context_json,
                                        const mf_chat_render_params *params, char **out, size_t *out_len) {
     *out = NULL;
@@ -235,12 +221,6 @@ mf_status mf_chat_template_render_json(const mf_chat_template *t, const char *co
     json_t *ctx = parse_json(context_json, "chat template context", &st);
     if (!ctx) return st;
     if (!json_is_object(ctx)) st = mf_fail(MF_ERR_FORMAT, "chat template context: must be a JSON object");
-    size_t i;
-    json_t *m;
-    json_array_foreach(st ? NULL : json_object_get(ctx, "messages"), i, m) {
-        json_t *calls = json_object_get(m, "tool_calls");
-        if (json_is_array(calls)) decode_arguments(calls);
-    }
     if (!st) st = mf_chat_template_render(t, ctx, params, out, out_len);
     json_decref(ctx);
     return st;
@@ -259,6 +239,17 @@ static mf_status set_str(json_t *o, const char *key, const char *v) {
 
 /* Tool-call arguments given as a JSON string become objects, as templates expect (they iterate or
  * tojson them); other values stay. */
+static void decode_arguments(json_t *calls) {
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        json_t *fn = json_object_get(call, "function"), *args = fn ? json_object_get(fn, "arguments") : NULL;
+        if (!json_is_string(args)) continue;
+        json_t *obj = json_loads(json_string_value(args), 0, NULL);
+        if (json_is_object(obj)) json_object_set_new(fn, "arguments", obj);
+        else json_decref(obj);
+    }
+}
 
 mf_status mf_chat_render(const mf_chat_template *t, const mf_chat_message *messages, size_t n,
                          const mf_chat_options *opts, char **out, size_t *out_len) {
