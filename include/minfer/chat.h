@@ -58,7 +58,9 @@ mf_chat_render_params mf_chat_render_default_params(void);
 
 /* Render with a context given as JSON text: an object whose keys become template variables,
  * typically messages (array of {role, content, tool_calls, reasoning_content, ...}), tools,
- * add_generation_prompt, enable_thinking, plus any extra variables; bos_token/eos_token come from
+ * add_generation_prompt, enable_thinking, plus any extra variables, rendered exactly as given (as
+ * Hugging Face's jinja2 would: a tool call's arguments given as a JSON string stay a string, which
+ * mf_chat_render and the server decode, as OpenAI's API sends them); bos_token/eos_token come from
  * the template unless the object sets them. Keys absent from it are undefined in the template (not
  * false). params may be NULL (defaults). On success *out is a malloc'd NUL-terminated string (caller
  * frees) and *out_len (may be NULL) its length. Errors: MF_ERR_FORMAT for JSON that is not an object
