@@ -258,9 +258,11 @@ static bool emit(serve_engine *e, slot *sl, const char *text, size_t len) {
         for (size_t i = 0; c && i < k; i++) add_legacy_logprob(c, json_array_get(sl->lp_wait, i), sl->lp_off[i]);
         if (t->stream) lps = c;
     }
-    for (size_t i = 0; i < k; i++) json_array_remove(sl->lp_wait, 0);
-    memmove(sl->lp_off, sl->lp_off + k, (sl->n_wait - k) * sizeof *sl->lp_off);
-    sl->n_wait -= k;
+    if (k) {
+        for (size_t i = 0; i < k; i++) json_array_remove(sl->lp_wait, 0);
+        memmove(sl->lp_off, sl->lp_off + k, (sl->n_wait - k) * sizeof *sl->lp_off);
+        sl->n_wait -= k;
+    }
     if (!t->stream) {
         append_text(sl, text, len);
         return true;
