@@ -46,7 +46,7 @@ ctest_banner "ASan + UBSan" build-asan/minfer
 echo "== server tests, ASan + UBSan build"
 ASAN_OPTIONS=detect_leaks=1 MINFER_SANITIZED=1 MINFER_BIN="$PWD/build-asan/minfer" \
   MINFER_FIXTURES="$(cd .. && pwd)/shared/fixtures" \
-  python3 -m pytest -q tests/py/test_serve.py tests/py/test_serve_robust.py -k "not smollm2"
+  python3 -m pytest -q tests/py/test_serve.py tests/py/test_serve_robust.py tests/py/test_serve_contract.py -k "not smollm2"
 
 # The downloader under the sanitizers: pull, resume, faults and references against the hub mocks.
 echo "== hub tests, ASan + UBSan build"
