@@ -385,6 +385,9 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
     double kept = 1;
     const double a = s->acc_s / (s->acc_s + s->acc_f), cd = draft_cost(s);
     const bool fixed = s->p.draft_min == s->p.draft_max;
+    /* the round's expected tokens and cost so far (one-token target passes): its pass and its
+     * catch-up, then each drafted token's chance and verification */
+    double round_e = 1, round_c = 1 + cd;
     while (m < k) {
         const float *l = mf_context_logits(s->dctx, mf_context_n_outputs(s->dctx) - 1);
         int32_t t;
@@ -399,10 +402,16 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
          * the pass, and drafting goes on where the next one is expected to pay for its draft step too */
         kept *= calibrated(s, conf);
         if (conf < s->p.p_min || (!fixed && kept < verify_cost(s, m))) break;
+        round_e += kept, round_c += verify_cost(s, m);
         s->dconf[m] = conf;
         s->dtok[m++] = t;
         if (m == k || mf_gen_is_eog(s->gen, t)) break; /* nothing is drawn after an end of generation */
-        if (!fixed && kept * a < verify_cost(s, m) + cd) break;
+        /* one more token pays where its chance covers its draft step and verification, and it
+         * raises the round's tokens per unit of cost: a long draft of likely tokens can gain less
+         * per second than a short one when a pass of many tokens costs much more (an F16 target
+         * on AVX2: 17 tokens 5.8 one-token passes, 4 tokens 1.2) */
+        const double p_next = kept * a, c_next = verify_cost(s, m) + cd;
+        if (!fixed && (p_next < c_next || p_next * round_c < c_next * round_e)) break;
         b = (mf_batch){.n_tokens = 1, .tokens = &t, .seq = s->dbseq};
         if ((st = mf_context_decode(s->dctx, &b))) return st;
         (*n_decoded)++;
@@ -729,11 +738,14 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
             if (n_draft == 0) decay(&s->m_t1, t2 - t1);
             else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
         }
-        /* a draft step's time, which a drafted token costs when drafting goes on round after round:
-         * its generating decodes', or a catch-up of one or two tokens (a steady round's); the longer
-         * catch-up after plain rounds is the price of coming back, not of a draft token */
-        if (k > 0 && s->dctx && (s->r_ddec > 0 || s->r_ncatch <= 2)) {
-            if (s->td_seen) decay(&s->m_td, s->r_ddec > 0 ? s->r_tgen / s->r_ddec : s->r_tcatch);
+        /* a draft step's time, which one more drafted token costs: its generating decodes' (one
+         * token each). Not a catch-up's: a round that drafts one token has none, and its catch-up
+         * of two tokens (the kept draft and the target's token) costs more than a step, which
+         * made the next round stop after one token again (the 0.5B shape's F16 target with its
+         * Q4_0 file on Zen 3: catch-ups of 23 ms against steps of 15-19, rounds of one token and
+         * back-offs); the catch-up is a round's fixed price, the same for any depth */
+        if (k > 0 && s->dctx && s->r_ddec > 0) {
+            if (s->td_seen) decay(&s->m_td, s->r_tgen / s->r_ddec);
             s->td_seen = true;
         }
     }
