@@ -72,6 +72,12 @@ class Server:
         self._err.join(timeout=5)
         return self.proc.returncode
 
+    def stop_clean(self):
+        """Stop it; it must exit 0 with no sanitizer report (a module fixture's teardown)."""
+        code = self.stop()
+        assert code == 0, self.stderr
+        assert "AddressSanitizer" not in self.stderr and "LeakSanitizer" not in self.stderr, self.stderr
+
 
 def raw(port, data, timeout=30, host="127.0.0.1", shut_write=False):
     """Send bytes as they are; return (status, headers dict (lower-case names), body bytes) of the
