@@ -106,8 +106,11 @@ mf_cpu_dot8n_fn mf_cpu_ordered_dot16n_avx512(mf_type t, int variant);
 /* Faster one-row plain dots of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, bit-identical to the AVX2 ones (AVX-512
  * F/BW/DQ/VL + VNNI required); NULL for other types. */
 mf_vec_dot_fn mf_cpu_ordered_dot_avx512(mf_type t);
-/* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp: one lane at a time (AVX2 + FMA), or
- * 16 (AVX-512), with bit-identical results. */
+/* SwiGLU a / (1 + exp(-a)) * b with llama.cpp's vector exp: one lane at a time (the reference,
+ * AVX2 + FMA), 8 lanes (AVX2) or 16 (AVX-512), with bit-identical results. */
+void mf_cpu_swiglu_ord_ref(const float *a, const float *b, float *y, int64_t n);
+/* That exp, one value (the reference of the vector versions). */
+float mf_cpu_exp_ord_ref(float x);
 void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n);
 void mf_cpu_swiglu_ord_avx512(const float *a, const float *b, float *y, int64_t n);
 /* F32 dot in llama.cpp's order (4 x 16 lanes, then its reduction). */

@@ -762,8 +762,48 @@ static inline float reduce16(const float *a) {
     return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n) {
+/* exp_ord on eight lanes: the same float steps lane by lane, j * 2^n formed in double (exact) and
+ * rounded once to float, as the one-lane version's conversion. */
+static inline __m256 exp_ord8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    /* 2^n as a double's bits: (n + 1023) << 52; lanes with |n| > 192 or NaN are replaced below */
+    const __m256i e = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(1023));
+    const __m256d p0 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(e)), 52));
+    const __m256d p1 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(e, 1)), 52));
+    const __m128 y0 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(j)), p0));
+    const __m128 y1 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(j, 1)), p1));
+    __m256 y = _mm256_set_m128(y1, y0);
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 pos = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ);
+    y = _mm256_blendv_ps(y, _mm256_and_ps(pos, _mm256_set1_ps(INFINITY)), big);
+    return _mm256_blendv_ps(y, n, _mm256_cmp_ps(n, n, _CMP_UNORD_Q));
+}
+
+float mf_cpu_exp_ord_ref(float x) { return exp_ord(x); }
+
+void mf_cpu_swiglu_ord_ref(const float *a, const float *b, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + exp_ord(0.0f - a[i])) * b[i];
+}
+
+void mf_cpu_swiglu_ord_avx2(const float *a, const float *b, float *y, int64_t n) {
+    const int64_t n8 = n & ~(int64_t)7;
+    for (int64_t i = 0; i < n8; i += 8) {
+        const __m256 x = _mm256_loadu_ps(a + i);
+        const __m256 e = exp_ord8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
+                                              _mm256_loadu_ps(b + i)));
+    }
+    mf_cpu_swiglu_ord_ref(a + n8, b + n8, y + n8, n - n8);
 }
 
 /* x . y: four 16-lane accumulators over steps of 64, combined (0+2, 1+3, then 0+1) and reduced;
@@ -788,7 +828,18 @@ float mf_cpu_dot_f32_ord_avx2(const float *x, const float *y, int64_t n) {
  * (entries past n count as zeros). */
 double mf_cpu_softmax_exp_ord_avx2(float *x, int64_t n, float mx) {
     double sum = 0.0;
-    for (int64_t c0 = 0; c0 < n; c0 += 16) {
+    const __m256 m = _mm256_set1_ps(mx);
+    int64_t c0 = 0;
+    for (; c0 + 16 <= n; c0 += 16) {
+        float v[16];
+        for (int h = 0; h < 2; h++) {
+            const __m256 e = exp_ord8(_mm256_sub_ps(_mm256_loadu_ps(x + c0 + 8 * h), m));
+            _mm256_storeu_ps(x + c0 + 8 * h, e);
+            _mm256_storeu_ps(v + 8 * h, e);
+        }
+        sum += (double)reduce16(v);
+    }
+    for (; c0 < n; c0 += 16) {
         float v[16];
         for (int l = 0; l < 16; l++) {
             int64_t c = c0 + l;
