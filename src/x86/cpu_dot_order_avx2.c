@@ -487,49 +487,12 @@ static inline __m256i signed_w(bool q5, const uint8_t *b) {
     return _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(x->qs), mf_x86_bit5_32(x->qh)), _mm256_set1_epi8(16));
 }
 
-/* Against nt (1..4) activation rows, the eight rows side by side (dot8n_signed32_pick runs it for
- * four tokens): each row's signed weight bytes and |w| are formed once per block for every token,
- * the eight rows' scale products once per token and block; every (row, token) keeps st_q8_0's /
- * st_q5_0's steps in its own accumulator, 8 x nt of them, which from two tokens on live in memory
- * (the row-group dots below keep theirs in registers). */
-static inline __attribute__((always_inline)) void dot8n_signed32(bool q5, const int nt, int64_t n, const uint8_t *w,
-                                                                  size_t ws, const uint8_t *a, size_t as, float *out,
-                                                                  size_t os) {
-    const size_t bs = q5 ? sizeof(mf_block_q5_0) : sizeof(mf_block_q8_0);
-    const size_t ahead = dot8_ahead(ws);
-    const int lines = (int)((8 * bs + 63) / 64);
-    __m256 acc[4][8];
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < 8; r++) acc[t][r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const char *pf = (const char *)w + ahead + (size_t)i * 8 * bs;
-        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-        const __m256 dw = scales8_avx2(w, ws, (size_t)i * bs);
-        float d[4][8];
-        __m256i av[4];
-        for (int t = 0; t < nt; t++) {
-            const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
-            av[t] = mf_x86_load(ab->qs);
-            _mm256_storeu_ps(d[t], _mm256_mul_ps(dw, _mm256_set1_ps(mf_x86_h2f(ab->d))));
-        }
-        for (int r = 0; r < 8; r++) {
-            const __m256i x = signed_w(q5, w + (size_t)r * ws + (size_t)i * bs);
-            const __m256i ax = _mm256_sign_epi8(x, x);
-            for (int t = 0; t < nt; t++) {
-                const __m256i l = lanes_us(ax, _mm256_sign_epi8(av[t], x));
-                acc[t][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][r]), _mm256_cvtepi32_ps(l), acc[t][r]);
-            }
-        }
-    }
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < 8; r++) out[(size_t)t * os + r] = mf_x86_hsum8(acc[t][r]);
-}
-
 /* Eight rows of Q8_0's one-chain order against nt (1..4) activation rows: per token and block each
  * row's eight i32 lanes (|w| by sign(a, w)) are reduced together, four rows at a time (sum4_rows),
  * so that lane r holds row r's exact block sum, and the eight rows' chains step as one register,
  * fma(sum, d_w * d_a, acc): st_q8_0_rp's float steps. The weight bytes come from L1 again for each
- * token after the first. Prefetched as dot8n_signed32 (the group after next, linearly). */
+ * token after the first. The group of eight rows after next is prefetched linearly, 8 * block bytes
+ * per block. */
 static inline __attribute__((always_inline)) void q8_0_rp_x8_n(const int nt, int64_t n, const uint8_t *w, size_t ws,
                                                                 const uint8_t *a, size_t as, float *out, size_t os) {
     const size_t bs = sizeof(mf_block_q8_0);
@@ -613,18 +576,20 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
     }
 }
 
-/* Q8_0 and Q5_0 against nt (1..4) activation rows: up to three tokens a group of rows at a time
- * (four rows for one or two tokens, two for three), four the eight rows side by side. AVX2 level on
- * Zen 4, bench_gemm --cold --threads 2 q8_0 151936 896 (a 0.5B model's output matrix), alternating:
- * 1 token 6.7-8.2 -> 5.3-6.3 ms, 2 tokens 7.7-8.1 -> 5.3-6.7, 3 tokens 8.6-9.9 -> 6.6-9.2; 4 tokens
- * level or slower by groups of two rows (8.1-15.9 against 9.7-11.1; one thread, 512 x 896 in cache,
- * 28 against 38 GMAC/s: each (row, token) pair then forms its scale product alone). */
+/* Q8_0 and Q5_0 against nt (1..4) activation rows, a group of rows at a time (four rows for one or
+ * two tokens, two for three or four). AVX2 level on Zen 4, bench_gemm --cold --threads 2 q8_0
+ * 151936 896 (a 0.5B model's output matrix), alternating: 1 token 6.7-8.2 -> 5.3-6.3 ms, 2 tokens
+ * 7.7-8.1 -> 5.3-6.7, 3 tokens 8.6-9.9 -> 6.6-9.2, against the eight rows side by side (8 x nt
+ * accumulators, from two tokens on in memory). Four tokens measured level or slower there by
+ * groups of two rows, but on an AVX2-only Zen 3 (which runs these kernels; AVX-512 VNNI CPUs take
+ * their own) the groups win with the weights from memory, alternating pairs: the same matrix
+ * 9.1-12.0 -> 9.0-11.2 ms (median 11.9 -> 9.0), 4864 x 896 0.41-0.51 -> 0.30-0.39 ms, a four-token
+ * 0.5B Q4_0 step's output matrix 11-16 -> 10-11 ms; Q5_0 level; in cache 3 % slower (32 against
+ * 31 GMAC/s, 1536 x 896, one thread). */
 static inline __attribute__((always_inline)) void dot8n_signed32_pick(bool q5, const int nt, int64_t n,
                                                                        const uint8_t *w, size_t ws, const uint8_t *a,
                                                                        size_t as, float *out, size_t os) {
-    if (nt > 3)
-        dot8n_signed32(q5, nt, n, w, ws, a, as, out, os);
-    else if (nt <= 2)
+    if (nt <= 2)
         dot8n_signed32_rg(q5, nt, 4, n, w, ws, a, as, out, os);
     else
         dot8n_signed32_rg(q5, nt, 2, n, w, ws, a, as, out, os);
