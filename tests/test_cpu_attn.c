@@ -2,7 +2,8 @@
  * portable, AVX2 and AVX-512, F32 and F16 caches; the SIMD tiles also against the portable one) and
  * the AVX-512 ordered kernel bit for bit against its reference twin; the vector exps (AVX-512 bit
  * for bit against the ordered softmax's, AVX2 within 2 ulp of exp); any split of the (token, head)
- * units, and any rows per tile (the AVX-512 tile's few-row layout included), give the same bits. */
+ * units, and any rows per tile (the AVX2 and AVX-512 tiles' few-row layouts included), give the
+ * same bits. */
 #include "cpu/cpu_attn.h"
 #include "cpu/cpu_dot_order.h"
 #include "simd/simd.h"
@@ -160,7 +161,7 @@ static void check_case(const attn_case *c) {
         e = max_err(o, oc, a.nout);
         CHECKF(e <= FLASH_TOL, "%s flash %s: max difference %.3g from the portable tile", case_name(c),
                tile_names[k], e);
-        if (k == 1 || k == 3) /* tiles of 4 rows (the AVX-512 few-row layout) and of 8 give the wide tile's bits */
+        if (k == 1 || k == 3) /* tiles of 4 rows (the few-row layouts) and of 8 give the wide tile's bits */
             for (int few = 4; few <= 8; few += 4) {
                 memset(o2, 0xFF, a.nout * sizeof(float));
                 mf_cpu_attention_flash_rows(&a.ap, &a.kv, a.q, o2, 0, n, tiles[k], few);
