@@ -480,6 +480,79 @@ static void dot_q4_K_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
     _mm256_storeu_ps(out, _mm256_sub_ps(s, sm));
 }
 
+/* The same against nt (1..4) activation rows: each super-block's eight rows are unpacked once (their
+ * nibbles, scales and minimums, as q4_K_rp_sums forms them) for every token, then each token takes
+ * q4_K_rp_sums' integer steps and dot_q4_K_rp_x8's float steps, its s and sm one register each.
+ * Two tokens take it rather than the per-call GEMM, whose panels suit many tokens (Zen 3, the
+ * builds alternating: bench_gemm --threads 1 q4_k 1536 1024 2, in cache, 23.3-23.8 -> 26.3-26.4
+ * GMAC/s; --cold --threads 2 4864 1024 2, 0.32-0.35 -> 0.19-0.33 ms); from three tokens the GEMM
+ * was level or ahead (4 tokens in cache 35 against 31 GMAC/s). */
+static inline __attribute__((always_inline)) void q4_K_rp_x8_n(const int nt, int64_t n, const uint8_t *wb, size_t ws,
+                                                                const uint8_t *a, size_t as, float *out, size_t os) {
+    const size_t bs = sizeof(mf_block_q4_K);
+    const size_t ahead = dot8_ahead(ws);
+    const int lines = (int)((8 * bs + 63) / 64);
+    __m256 s[4], sm[4];
+    for (int t = 0; t < nt; t++) s[t] = sm[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const char *pf = (const char *)wb + ahead + (size_t)i * 8 * bs;
+        for (int l = 0; l < lines; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+        const size_t bi = (size_t)i * bs;
+        const __m256 dw = scales8_avx2(wb, ws, bi + offsetof(mf_block_q4_K, d));
+        const __m256 dmw = scales8_avx2(wb, ws, bi + offsetof(mf_block_q4_K, dmin));
+        __m256i q[8][8]; /* row r: [2c] the low nibbles of qs chunk c, [2c + 1] the high ones */
+        uint8_t sc[8][8], mn[8][8];
+        for (int r = 0; r < 8; r++) {
+            const mf_block_q4_K *x = (const mf_block_q4_K *)(wb + (size_t)r * ws) + i;
+            k4_scales(x->scales, sc[r], mn[r]);
+            for (int c = 0; c < 4; c++) {
+                const __m256i bits = mf_x86_load(x->qs + 32 * c);
+                q[r][2 * c] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+                q[r][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            const mf_block_q8_K *y = (const mf_block_q8_K *)(a + (size_t)t * as) + i;
+            const __m128i s8 = q8_K_sub_sums(y);
+            const __m256 ad = _mm256_set1_ps(y->d);
+            const __m256 d = _mm256_mul_ps(dw, ad), dm = _mm256_mul_ps(dmw, ad);
+            __m128i isum[8], msum[8];
+            for (int r = 0; r < 8; r++) {
+                __m256i l[4];
+                for (int c = 0; c < 4; c++)
+                    l[c] = _mm256_add_epi32(k_lanes(q[r][2 * c], y->qs + 64 * c, sc[r][2 * c]),
+                                            k_lanes(q[r][2 * c + 1], y->qs + 64 * c + 32, sc[r][2 * c + 1]));
+                const __m256i rs = sum4_rows(l[0], l[1], l[2], l[3]);
+                isum[r] = _mm_add_epi32(_mm256_castsi256_si128(rs), _mm256_extracti128_si256(rs, 1));
+                msum[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[r])), s8);
+            }
+            __m256i is[4], ms[4]; /* rows r and r + 4: [row r's c0..c3 | row r + 4's] */
+            for (int r = 0; r < 4; r++) {
+                is[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(isum[r]), isum[r + 4], 1);
+                ms[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(msum[r]), msum[r + 4], 1);
+            }
+            __m256i vi[4], vm[4]; /* 4 x 4 transposes in each half: v[c] lane r = pair c of row r */
+            for (int k = 0; k < 2; k++) {
+                const __m256i *x = k ? ms : is;
+                __m256i *v = k ? vm : vi;
+                const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+                const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+                v[0] = _mm256_unpacklo_epi64(t0, t2), v[1] = _mm256_unpackhi_epi64(t0, t2);
+                v[2] = _mm256_unpacklo_epi64(t1, t3), v[3] = _mm256_unpackhi_epi64(t1, t3);
+            }
+            for (int c = 0; c < 4; c++) {
+                s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vi[c]), d, s[t]);
+                sm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vm[c]), dm, sm[t]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, _mm256_sub_ps(s[t], sm[t]));
+}
+
+#define CALL_Q4_K_RP(k) q4_K_rp_x8_n(k, n, w, ws, a, as, out, os)
+MF_CPU_DOT8N_BODIES(dot_q4_K_rp_x8n, CALL_Q4_K_RP)
+#undef CALL_Q4_K_RP
+
 /* The signed weight bytes of a Q8_0 or Q5_0 block, as st_q8_0 / st_q5_0 form them. */
 static inline __m256i signed_w(bool q5, const uint8_t *b) {
     if (!q5) return mf_x86_load(((const mf_block_q8_0 *)b)->qs);
@@ -679,7 +752,7 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
             return (mf_cpu_ordered_dots){dot_q4_0_rp, dot_q4_0_rp_x4, dot_q4_0_rp_x8, dot_q4_0_rp_x8n, 4, true, NULL, true};
         }
         if (t == MF_TYPE_Q4_K)
-            return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, NULL, 0, false, NULL, false};
+            return (mf_cpu_ordered_dots){dot_q4_K_rp, dot_q4_K_rp_x4, dot_q4_K_rp_x8, dot_q4_K_rp_x8n, 2, false, NULL, false};
         if (t == MF_TYPE_Q8_0)
             return (mf_cpu_ordered_dots){dot_q8_0_rp, dot_q8_0_rp_x4, dot_q8_0_rp_x8, dot_q8_0_rp_x8n, 4, false, NULL, false};
         return none;
