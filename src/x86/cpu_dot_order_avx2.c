@@ -430,6 +430,31 @@ static inline __m256 scales8_avx2(const uint8_t *w, size_t ws, size_t bi) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
 
+/* The float steps of eight Q4_K rows for one token and super-block: isum[r] / msum[r] (row r's four
+ * pair sums, q4_K_rp_sums) transposed so that lane r holds row r, then s = fma(isum_c, d, s) and
+ * sm = fma(msum_c, dm, sm) for c = 0..3, each row's chain in its lane (st_q4_K_rp's steps). */
+static inline __attribute__((always_inline)) void q4_K_rows_step(const __m128i *isum, const __m128i *msum, __m256 d,
+                                                                  __m256 dm, __m256 *s, __m256 *sm) {
+    __m256i is[4], ms[4]; /* rows r and r + 4: [row r's c0..c3 | row r + 4's] */
+    for (int r = 0; r < 4; r++) {
+        is[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(isum[r]), isum[r + 4], 1);
+        ms[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(msum[r]), msum[r + 4], 1);
+    }
+    __m256i vi[4], vm[4]; /* 4 x 4 transposes in each half: v[c] lane r = pair c of row r */
+    for (int k = 0; k < 2; k++) {
+        const __m256i *x = k ? ms : is;
+        __m256i *v = k ? vm : vi;
+        const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+        v[0] = _mm256_unpacklo_epi64(t0, t2), v[1] = _mm256_unpackhi_epi64(t0, t2);
+        v[2] = _mm256_unpacklo_epi64(t1, t3), v[3] = _mm256_unpackhi_epi64(t1, t3);
+    }
+    for (int c = 0; c < 4; c++) {
+        *s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vi[c]), d, *s);
+        *sm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vm[c]), dm, *sm);
+    }
+}
+
 /* Eight rows of the repacked Q4_K order (st_q4_K_rp) against one activation row: each row's exact
  * pair sums are formed as the one-row dot forms them, transposed so that lane r holds row r, and
  * the eight rows' chains step together, s and sm each one register: per super-block four fmas for
@@ -454,28 +479,10 @@ static void dot_q4_K_rp_x8(int64_t n, const void *w, size_t ws, const void *a, f
         const __m256 ad = _mm256_set1_ps(y->d);
         const __m256 d = _mm256_mul_ps(scales8_avx2(wb, ws, bi + offsetof(mf_block_q4_K, d)), ad);
         const __m256 dm = _mm256_mul_ps(scales8_avx2(wb, ws, bi + offsetof(mf_block_q4_K, dmin)), ad);
-        __m256i is[4], ms[4]; /* rows r and r + 4: [row r's c0..c3 | row r + 4's] */
-        for (int r = 0; r < 4; r++) {
-            __m128i m0, m1;
-            const __m128i i0 = q4_K_rp_sums((const mf_block_q4_K *)(wb + (size_t)r * ws) + i, y, s8, &m0);
-            const __m128i i1 = q4_K_rp_sums((const mf_block_q4_K *)(wb + (size_t)(r + 4) * ws) + i, y, s8, &m1);
-            is[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(i0), i1, 1);
-            ms[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(m0), m1, 1);
-        }
-        /* 4 x 4 transposes in each half: v[c] lane r = pair c of row r */
-        __m256i vi[4], vm[4];
-        for (int k = 0; k < 2; k++) {
-            const __m256i *x = k ? ms : is;
-            __m256i *v = k ? vm : vi;
-            const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
-            const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-            v[0] = _mm256_unpacklo_epi64(t0, t2), v[1] = _mm256_unpackhi_epi64(t0, t2);
-            v[2] = _mm256_unpacklo_epi64(t1, t3), v[3] = _mm256_unpackhi_epi64(t1, t3);
-        }
-        for (int c = 0; c < 4; c++) {
-            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vi[c]), d, s);
-            sm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vm[c]), dm, sm);
-        }
+        __m128i isum[8], msum[8];
+        for (int r = 0; r < 8; r++)
+            isum[r] = q4_K_rp_sums((const mf_block_q4_K *)(wb + (size_t)r * ws) + i, y, s8, &msum[r]);
+        q4_K_rows_step(isum, msum, d, dm, &s, &sm);
     }
     _mm256_storeu_ps(out, _mm256_sub_ps(s, sm));
 }
@@ -526,24 +533,7 @@ static inline __attribute__((always_inline)) void q4_K_rp_x8_n(const int nt, int
                 isum[r] = _mm_add_epi32(_mm256_castsi256_si128(rs), _mm256_extracti128_si256(rs, 1));
                 msum[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[r])), s8);
             }
-            __m256i is[4], ms[4]; /* rows r and r + 4: [row r's c0..c3 | row r + 4's] */
-            for (int r = 0; r < 4; r++) {
-                is[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(isum[r]), isum[r + 4], 1);
-                ms[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(msum[r]), msum[r + 4], 1);
-            }
-            __m256i vi[4], vm[4]; /* 4 x 4 transposes in each half: v[c] lane r = pair c of row r */
-            for (int k = 0; k < 2; k++) {
-                const __m256i *x = k ? ms : is;
-                __m256i *v = k ? vm : vi;
-                const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
-                const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-                v[0] = _mm256_unpacklo_epi64(t0, t2), v[1] = _mm256_unpackhi_epi64(t0, t2);
-                v[2] = _mm256_unpacklo_epi64(t1, t3), v[3] = _mm256_unpackhi_epi64(t1, t3);
-            }
-            for (int c = 0; c < 4; c++) {
-                s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vi[c]), d, s[t]);
-                sm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vm[c]), dm, sm[t]);
-            }
+            q4_K_rows_step(isum, msum, d, dm, &s[t], &sm[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(out + (size_t)t * os, _mm256_sub_ps(s[t], sm[t]));
