@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) void few_pv(const bool F16, const i
 static inline __attribute__((always_inline)) void tile_few_t(const bool F16, const int NR, const mf_attn_params *ap,
                                                              const mf_kv_cache *kv, const float *q, float *out,
                                                              int32_t kvh, const int64_t *rows) {
-    const int64_t hd = ap->head_dim, nh = ap->n_head, hdp = hd; /* hd % 8 == 0 here */
+    const int64_t hd = ap->head_dim, nh = ap->n_head; /* hd % 8 == 0 here: rows need no padding */
     const int bc = mf_cpu_attn_tile_cells(hd);
     const int32_t *list = kv->view.list[rows[0] / nh];
     const size_t hbytes = (size_t)hd * (F16 ? 2 : 4);
@@ -230,7 +230,7 @@ static inline __attribute__((always_inline)) void tile_few_t(const bool F16, con
     for (int64_t d = 0; d < hd; d++)
         for (int r = 0; r < NR; r++)
             _mm256_store_ps(qb + (d * NR + r) * 8, _mm256_set1_ps(q[rows[r] * hd + d] * ap->scale));
-    memset(o, 0, (size_t)NR * (size_t)hdp * sizeof(float));
+    memset(o, 0, (size_t)NR * (size_t)hd * sizeof(float));
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int32_t j0 = 0; j0 < nmax; j0 += bc) {
@@ -277,14 +277,14 @@ static inline __attribute__((always_inline)) void tile_few_t(const bool F16, con
             l[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(l[r]), _mm_set_ss(lane[r]), _mm_set_ss(sums[r])));
             if (lane[r] == 1.0f) continue; /* rescale the rows whose max grew */
             const __m256 a = _mm256_set1_ps(lane[r]);
-            for (int64_t d = 0; d < hdp; d += 8)
-                _mm256_store_ps(o + r * hdp + d, _mm256_mul_ps(a, _mm256_load_ps(o + r * hdp + d)));
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_store_ps(o + r * hd + d, _mm256_mul_ps(a, _mm256_load_ps(o + r * hd + d)));
         }
         int64_t d0 = 0;
-        for (; d0 + 24 <= hdp; d0 += 24) few_pv(F16, NR, o, hdp, sp, vp, ce8, d0, 3);
-        switch ((hdp - d0) / 8) {
-        case 2: few_pv(F16, NR, o, hdp, sp, vp, ce8, d0, 2); break;
-        case 1: few_pv(F16, NR, o, hdp, sp, vp, ce8, d0, 1); break;
+        for (; d0 + 24 <= hd; d0 += 24) few_pv(F16, NR, o, hd, sp, vp, ce8, d0, 3);
+        switch ((hd - d0) / 8) {
+        case 2: few_pv(F16, NR, o, hd, sp, vp, ce8, d0, 2); break;
+        case 1: few_pv(F16, NR, o, hd, sp, vp, ce8, d0, 1); break;
         default: break;
         }
     }
@@ -293,7 +293,7 @@ static inline __attribute__((always_inline)) void tile_few_t(const bool F16, con
         const __m256 vinv = _mm256_set1_ps(inv);
         float *y = out + rows[r] * hd;
         for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(y + d, _mm256_mul_ps(_mm256_load_ps(o + r * hdp + d), vinv));
+            _mm256_storeu_ps(y + d, _mm256_mul_ps(_mm256_load_ps(o + r * hd + d), vinv));
     }
 }
 
