@@ -5,6 +5,7 @@ client's CORS preflight with its own headers, and what a message must hold."""
 import json
 import os
 import socket
+import threading
 import time
 
 import openai
@@ -25,6 +26,15 @@ def server():
 
 def chat(port, **fields):
     return request(port, "POST", "/v1/chat/completions", {"messages": HELLO, "max_tokens": 2, **fields})
+
+
+def drain(sock):
+    """Read a socket until it ends or is closed."""
+    try:
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
 
 
 def open_stream(port, body):
@@ -129,6 +139,8 @@ def test_a_queued_stream_gets_pings():
     try:
         busy = open_stream(s.port, {"messages": HELLO, "max_tokens": 4000, "stream": True, "ignore_eos": True})
         busy.recv(4096)
+        # the busy stream's client keeps reading (a client that stops reading is another test's case)
+        threading.Thread(target=drain, args=(busy,), daemon=True).start()
         # ignore_eos: the fixture's random weights may end an unseeded reply before 3 tokens
         waiting = open_stream(s.port, {"messages": HELLO, "max_tokens": 3, "stream": True, "ignore_eos": True})
         got = b""
