@@ -135,9 +135,11 @@ def test_a_queued_stream_gets_pings():
     """With one slot busy, a second streaming request waits in the queue: its connection gets
     ": ping" comments (every --sse-ping-interval seconds) until its tokens come, and the events the
     SDK parses are unchanged."""
-    s = Server(MODEL, "-np", "1", "-c", "8192", "-t", "2", "--sse-ping-interval", "1")
+    s = Server(MODEL, "-np", "1", "-c", "32768", "-t", "2", "--sse-ping-interval", "1")
     try:
-        busy = open_stream(s.port, {"messages": HELLO, "max_tokens": 4000, "stream": True, "ignore_eos": True})
+        # long enough to outlast the first ping by far: the fixture model makes thousands of tokens a
+        # second, and a busy stream that ended first would let the waiting one run before any ping
+        busy = open_stream(s.port, {"messages": HELLO, "max_tokens": 30000, "stream": True, "ignore_eos": True})
         busy.recv(4096)
         # the busy stream's client keeps reading (a client that stops reading is another test's case)
         threading.Thread(target=drain, args=(busy,), daemon=True).start()

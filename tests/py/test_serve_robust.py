@@ -200,6 +200,49 @@ def test_disconnect_mid_stream_frees_the_slot(server):
     assert alive(server.port)
 
 
+def test_a_client_that_stops_reading_stalls_nobody():
+    """A streaming client that stops reading: its stream's queue fills and the server drops it
+    (the slot is free again, the request counted as cancelled, a warning logged), while another
+    stream beside it runs at its own pace and the server keeps answering."""
+    s = Server(MODEL, "-np", "2", "-c", "32768", "-t", "2", "--timeout", "60")
+    try:
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        stuck.connect(("127.0.0.1", s.port))
+        body = json.dumps({"messages": HELLO, "max_tokens": 16000, "stream": True, "ignore_eos": True}).encode()
+        stuck.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        stuck.settimeout(30 * SLOW)
+        assert stuck.recv(12).startswith(b"HTTP/1.1 200")  # then it reads nothing more
+        t0 = time.time()
+        text, chunks = stream_chat(s.port, {"messages": [{"role": "user", "content": "beside"}], "max_tokens": 64,
+                                            "ignore_eos": True})
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length" and text
+        assert time.time() - t0 < 20 * SLOW
+        # 16,000 tokens of events are several MiB: far more than the stream's queue and the sockets hold
+        assert wait_until(lambda: slots_idle(s.port), 60.0), "the stuck stream still holds its slot"
+        st, _, m = request(s.port, "GET", "/metrics")
+        cancelled = [l for l in m.decode().splitlines() if l.startswith("minfer:requests_cancelled_total")]
+        assert int(cancelled[0].split()[1]) == 1, cancelled
+        assert "stopped reading" in s.stderr, s.stderr[-2000:]
+        # what reached the socket before the drop is whole events, and no [DONE]: the answer was cut
+        stuck.settimeout(5)
+        got = b""
+        try:
+            while True:
+                c = stuck.recv(1 << 20)
+                if not c:
+                    break
+                got += c
+        except (ConnectionResetError, socket.timeout):
+            pass
+        stuck.close()
+        assert b"data: {" in got and b"data: [DONE]" not in got
+        assert alive(s.port)
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
 def test_overload_503_and_nothing_lost():
     s = Server(MODEL, "-np", "1", "-c", "1024", "-t", "2", "--max-queue", "2")
     try:
