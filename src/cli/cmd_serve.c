@@ -23,7 +23,7 @@ static void usage(FILE *f) {
             "  --api-key KEY          Bearer key every request (but /health) must carry\n"
             "  --api-key-file FILE    the key, from the first line of FILE\n"
             "  --timeout S            idle connection timeout in seconds (default 600)\n"
-            "  --max-queue N          requests that may wait for a slot; more get 503 (default 4 x slots)\n"
+            "  --max-queue N          requests that may wait for a busy slot; more get 503 (default 4 x slots)\n"
             "  --alias NAME           the model's name in answers and /v1/models (default: the file name)\n"
             "  --kv-type f16|f32      KV cache type (default f16)\n"
             "  --cors-origin ORIGIN   send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"

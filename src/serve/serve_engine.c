@@ -67,6 +67,7 @@ struct serve_engine {
     pthread_cond_t cond;
     serve_task *head, *tail; /* waiting for a slot */
     int32_t n_queued, n_reserved;
+    int32_t n_holding; /* slots with a task (taken from the queue, not yet done) */
     bool stopping; /* no new tasks; accepted ones finish until the deadline */
     double deadline;
     serve_stats stats;
@@ -286,6 +287,7 @@ static void slot_mark_done(serve_engine *e, slot *sl, bool ok) {
         e->stats.requests_cancelled++;
     }
     e->stats.gen_tokens += (uint64_t)sl->n_gen;
+    e->n_holding--;
     e->view[sl - e->slots] = (struct slot_view){SLOT_IDLE, sl->n_cache, 0, sl->n_drafted, sl->n_accepted};
     pthread_mutex_unlock(&e->lock);
 }
@@ -466,20 +468,20 @@ static void admit(serve_engine *e) {
     for (;;) {
         pthread_mutex_lock(&e->lock);
         serve_task *t = NULL;
-        bool idle = false;
+        bool idle = false, gone = false;
         for (int32_t i = 0; i < e->n_slots; i++) idle |= e->slots[i].state == SLOT_IDLE;
         if (e->head && (idle || task_gone(e->head))) {
             t = e->head;
             e->head = t->next;
             if (!e->head) e->tail = NULL;
             e->n_queued--;
+            gone = task_gone(t);
+            if (gone) e->stats.requests_cancelled++;
+            else e->n_holding++;
         }
         pthread_mutex_unlock(&e->lock);
         if (!t) return;
-        if (task_gone(t)) {
-            pthread_mutex_lock(&e->lock);
-            e->stats.requests_cancelled++;
-            pthread_mutex_unlock(&e->lock);
+        if (gone) {
             serve_task_free(t);
             continue;
         }
@@ -705,7 +707,9 @@ mf_status serve_engine_create(serve *s, serve_engine **out) {
 
 bool serve_engine_reserve(serve_engine *e) {
     pthread_mutex_lock(&e->lock);
-    const bool ok = !e->stopping && e->n_queued + e->n_reserved < e->s->p->max_queue;
+    /* max_queue requests may wait beside those the idle slots will take (slots the engine has not
+     * given a task yet, which it may not have had time to take from the queue) */
+    const bool ok = !e->stopping && e->n_queued + e->n_reserved < e->s->p->max_queue + e->n_slots - e->n_holding;
     if (ok)
         e->n_reserved++;
     else
