@@ -617,20 +617,51 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
         for (int64_t i = 0; i < nb; i++) {
             for (int l = 0; l < lines; l++) _mm_prefetch(pf + (size_t)i * rg * bs + 64 * l, _MM_HINT_T0);
             __m256i av[4];
-            float da[4];
+            if (nt == 1) { /* one token: a product per row, no table (in cache 5 % faster) */
+                const mf_block_q8_0 *ab = (const mf_block_q8_0 *)a + i;
+                const __m256i a0 = mf_x86_load(ab->qs);
+                const float da = mf_x86_h2f(ab->d);
+                for (int r = 0; r < rg; r++) {
+                    const uint8_t *b = wg + (size_t)r * ws + (size_t)i * bs;
+                    const __m256i x = signed_w(q5, b);
+                    uint16_t dh;
+                    memcpy(&dh, b, 2); /* d, each type's first field */
+                    const __m256i l = lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a0, x));
+                    acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(dh) * da), _mm256_cvtepi32_ps(l), acc[r][0]);
+                }
+                continue;
+            }
+            /* two or more tokens: the scales, tokens' and rows', four halves to a conversion; each
+             * row's products with the tokens' in one multiply, each product then broadcast from
+             * memory (a load, no arithmetic): the same float products as dw * da one at a time.
+             * bench_gemm --threads 1 q8_0 1536 896 (Zen 3), alternating: 4 tokens 0.178 -> 0.162
+             * ms, 2 tokens 0.089 -> 0.085; Q5_0 at 4 tokens 0.226 -> 0.215 */
+            uint64_t ha = 0, hw = 0;
             for (int t = 0; t < nt; t++) {
                 const mf_block_q8_0 *ab = (const mf_block_q8_0 *)(a + (size_t)t * as) + i;
-                av[t] = mf_x86_load(ab->qs), da[t] = mf_x86_h2f(ab->d);
+                av[t] = mf_x86_load(ab->qs);
+                uint16_t h;
+                memcpy(&h, &ab->d, 2);
+                ha |= (uint64_t)h << 16 * t;
             }
+            for (int r = 0; r < rg; r++) {
+                uint16_t h;
+                memcpy(&h, wg + (size_t)r * ws + (size_t)i * bs, 2); /* d, each type's first field */
+                hw |= (uint64_t)h << 16 * r;
+            }
+            const __m128 da = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)ha));
+            const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)hw));
+            float dd[4][4];
+            _mm_storeu_ps(dd[0], _mm_mul_ps(_mm_shuffle_ps(dw, dw, 0x00), da));
+            if (rg > 1) _mm_storeu_ps(dd[1], _mm_mul_ps(_mm_shuffle_ps(dw, dw, 0x55), da));
+            if (rg > 2) _mm_storeu_ps(dd[2], _mm_mul_ps(_mm_shuffle_ps(dw, dw, 0xAA), da));
+            if (rg > 3) _mm_storeu_ps(dd[3], _mm_mul_ps(_mm_shuffle_ps(dw, dw, 0xFF), da));
             for (int r = 0; r < rg; r++) {
                 const uint8_t *b = wg + (size_t)r * ws + (size_t)i * bs;
                 const __m256i x = signed_w(q5, b), ax = _mm256_sign_epi8(x, x);
-                uint16_t dh;
-                memcpy(&dh, b, 2); /* d, each type's first field */
-                const float dw = mf_x86_h2f(dh);
                 for (int t = 0; t < nt; t++) {
                     const __m256i l = lanes_us(ax, _mm256_sign_epi8(av[t], x));
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[t]), _mm256_cvtepi32_ps(l), acc[r][t]);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[r][t]), _mm256_cvtepi32_ps(l), acc[r][t]);
                 }
             }
         }
