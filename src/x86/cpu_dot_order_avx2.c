@@ -100,8 +100,7 @@ ORDERED_DOT(dot_q4_0, mf_block_q4_0, mf_block_q8_0, 32, st_q4_0, fin_acc)
 
 static inline void st_q5_0(const mf_block_q5_0 *w, const mf_block_q8_0 *a, ord_state *st) {
     const __m256 d = dprod(w, a);
-    const __m256i q =
-        _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(w->qs), mf_x86_bit5_32(w->qh)), _mm256_set1_epi8(16));
+    const __m256i q = mf_x86_q5_0_signed32(w->qs, w->qh);
     st->acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_ss(q, mf_x86_load(a->qs))), st->acc);
 }
 ORDERED_DOT(dot_q5_0, mf_block_q5_0, mf_block_q8_0, 32, st_q5_0, fin_acc)
@@ -547,7 +546,7 @@ MF_CPU_DOT8N_BODIES(dot_q4_K_rp_x8n, CALL_Q4_K_RP)
 static inline __m256i signed_w(bool q5, const uint8_t *b) {
     if (!q5) return mf_x86_load(((const mf_block_q8_0 *)b)->qs);
     const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
-    return _mm256_sub_epi8(_mm256_or_si256(mf_x86_nibbles32(x->qs), mf_x86_bit5_32(x->qh)), _mm256_set1_epi8(16));
+    return mf_x86_q5_0_signed32(x->qs, x->qh);
 }
 
 /* Eight rows of Q8_0's one-chain order against nt (1..4) activation rows: per token and block each

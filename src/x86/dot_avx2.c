@@ -43,7 +43,7 @@ static inline __m256i b32_values(int kind, const uint8_t *b) {
     case B32_Q4_1: return mf_x86_nibbles32(((const mf_block_q4_1 *)b)->qs);
     case B32_Q5_0: {
         const mf_block_q5_0 *x = (const mf_block_q5_0 *)b;
-        return _mm256_sub_epi8(q5_values(x->qs, x->qh), _mm256_set1_epi8(16));
+        return mf_x86_q5_0_signed32(x->qs, x->qh);
     }
     case B32_Q5_1: {
         const mf_block_q5_1 *x = (const mf_block_q5_1 *)b;

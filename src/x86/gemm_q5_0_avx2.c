@@ -6,9 +6,7 @@
 /* Signed weights w = q5 - 16, q5 = nibble | fifth bit << 4, as st_q5_0 forms them. */
 static inline __attribute__((always_inline)) __m256i load_q5_0(const uint8_t *block) {
     const mf_block_q5_0 *b = (const mf_block_q5_0 *)block;
-    const __m256i q5 =
-        _mm256_or_si256(mf_x86_nibbles32(b->qs), _mm256_and_si256(mf_x86_bits32(b->qh), _mm256_set1_epi8(0x10)));
-    return _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+    return mf_x86_q5_0_signed32(b->qs, b->qh);
 }
 
 static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,

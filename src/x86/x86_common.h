@@ -39,9 +39,10 @@ static inline int mf_x86_hsum8_i32(__m256i x) {
 /* 16 bytes of packed nibbles -> 32 bytes in block order: the low nibbles are values 0..15, the high
  * nibbles values 16..31. */
 static inline __m256i mf_x86_nibbles32(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+    /* the 16 bytes in both halves (a load), the high half shifted by 4 within its dwords: each byte's
+     * low nibble is then its high one (the bits from the next byte land above and are masked) */
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 /* 32 bits (little-endian u32 as 4 bytes) -> 32 bytes, byte j = 0xFF if bit j is set, else 0.
@@ -60,6 +61,12 @@ static inline __m256i mf_x86_bits32(const uint8_t *qh) {
 /* Bit j of the little-endian u32 at qh -> 0x10 in byte j (Q5's fifth bit in place). */
 static inline __m256i mf_x86_bit5_32(const uint8_t *qh) {
     return _mm256_and_si256(mf_x86_bits32(qh), _mm256_set1_epi8(0x10));
+}
+
+/* A Q5_0 block's 32 signed values (nibble | fifth bit << 4) - 16: where the fifth bit is clear the
+ * value is the nibble - 16, the nibble with the high four bits set; where it is set, the nibble. */
+static inline __m256i mf_x86_q5_0_signed32(const uint8_t *qs, const uint8_t *qh) {
+    return _mm256_or_si256(mf_x86_nibbles32(qs), _mm256_andnot_si256(mf_x86_bits32(qh), _mm256_set1_epi8((char)0xF0)));
 }
 
 #endif /* MF_X86_COMMON_H */
