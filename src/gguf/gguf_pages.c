@@ -98,21 +98,22 @@ static mf_gguf_pages settle_part(const mf_gguf_part *p) {
     mf_gguf_pages result;
     const uint64_t avail = mem_available();
     const bool fits = avail && p->size < avail / 2;
-    int h;
-    if (fits) {
+    int h = -1;
+#if defined(MADV_POPULATE_READ)
+    if (fits && madvise((void *)p->base, p->map_len, MADV_POPULATE_READ) == 0) {
         /* The whole mapping read in (as the first tokens would read it) and counted: a file can be
          * held partly in 2 MiB folios and partly in small ones (parts of it read back by small
          * reads), which two windows cannot tell (one such file: 178 of 342 MiB in 2 MiB pages, its
          * decode 15-20 % slower than the same weights in huge pages). Nine in ten of its whole
          * 2 MiB windows must be (a few small ones cost little, and a cache that cannot give every
-         * window a 2 MiB folio, memory being fragmented, is not dropped and re-read at every load). */
-#if defined(MADV_POPULATE_READ)
-        madvise((void *)p->base, p->map_len, MADV_POPULATE_READ);
-#endif
+         * window a 2 MiB folio, memory being fragmented, is not dropped and re-read at every load).
+         * Where the kernel cannot populate (before Linux 5.14), the two windows decide. */
         const long kb = pmd_mapped_kb(p->base);
         const uint64_t windows = p->size / huge;
         h = kb < 0 ? -1 : (uint64_t)kb * 1024 * 10 >= windows * huge * 9;
-    } else {
+    }
+#endif
+    if (h < 0) {
         h = window_is_huge(fd, first);
         if (h == 1 && last != first) h = window_is_huge(fd, last);
     }
