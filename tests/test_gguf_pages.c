@@ -3,7 +3,9 @@
  * A model written by the GGUF writer (2 MiB writes) and a copy of it written 4 KiB at a time: the
  * copy's page cache starts in small pages, so mf_gguf_settle_pages must drop and re-read it, after
  * which the mapping takes 2 MiB page table entries (read back from /proc/self/smaps) and a second
- * look finds it in huge pages; the data reads back unchanged throughout. Where the kernel or file
+ * look finds it in huge pages; then the same copy with its middle dropped from the cache and
+ * written again in small pieces (its first and last 2 MiB still in huge pages) must be re-read too.
+ * The data reads back unchanged throughout. Where the kernel or file
  * system gives files no 2 MiB pages at all, the copy reports "small" ("n/a" without transparent huge
  * pages) and only the data is checked. */
 #include "gguf/gguf.h"
@@ -128,6 +130,38 @@ static void test_written_file_and_other_states(const char *written) {
     CHECK(!strcmp(mf_gguf_pages_name(MF_GGUF_PAGES_RELOADED), "reloaded"));
 }
 
+/* A file held in 2 MiB pages at its ends but in small ones in the middle (that part dropped from the
+ * cache and written again 4 KiB at a time): the check must see the whole mapping, not its first and
+ * last 2 MiB, and re-read it. Run after test_small_copy_is_reloaded left the copy in 2 MiB pages. */
+static void test_partly_small_is_reloaded(const char *copy) {
+    const off_t from = 6 << 20, to = 14 << 20;
+    int fd = open(copy, O_RDWR);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    char *buf = malloc((size_t)(to - from));
+    CHECK(buf && pread(fd, buf, (size_t)(to - from), from) == to - from);
+    CHECK(fdatasync(fd) == 0);
+    posix_fadvise(fd, from, to - from, POSIX_FADV_DONTNEED);
+    bool ok = buf != NULL;
+    for (off_t o = from; ok && o < to; o += 4096) ok = pwrite(fd, buf + (o - from), 4096, o) == 4096;
+    CHECK(ok);
+    free(buf);
+    close(fd);
+    mf_gguf *g = NULL;
+    CHECK(mf_gguf_open(copy, &g) == MF_OK);
+    if (!g) return;
+    const mf_gguf_pages s = mf_gguf_settle_pages(g);
+    CHECKF(s == MF_GGUF_PAGES_RELOADED || s == MF_GGUF_PAGES_SMALL || (s == MF_GGUF_PAGES_NA && !thp), "%s",
+           mf_gguf_pages_name(s));
+    CHECK(data_intact(g));
+    if (s == MF_GGUF_PAGES_RELOADED) {
+        const long kb = pmd_kb(g->parts[0].base);
+        CHECKF(kb >= (long)(N_FLOATS * 4 / 1024) - 4096, "FilePmdMapped %ld kB after the reload", kb);
+        CHECK(mf_gguf_settle_pages(g) == MF_GGUF_PAGES_HUGE);
+    }
+    mf_gguf_free(g);
+}
+
 /* A path that names another file by the time of the check (the model was replaced after it was
  * mapped) is left alone: the mapping still reads the old file, whose cache the check cannot reach. */
 static void test_replaced_file(const char *written, const char *copy) {
@@ -157,6 +191,7 @@ int main(void) {
     write_model(written);
     test_written_file_and_other_states(written);
     test_small_copy_is_reloaded(written, copy);
+    test_partly_small_is_reloaded(copy);
     test_replaced_file(written, copy);
     unlink(written);
     unlink(copy);
