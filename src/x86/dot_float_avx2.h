@@ -99,30 +99,38 @@ static inline __attribute__((always_inline)) void fl_rows(int kind, const int R,
 }
 
 /* A few tokens (decode, a server's step of a few sequences, a speculative draft verified), bound by
- * reading the weights. The rows are cut into rg strands of consecutive rows (four for up to three
- * tokens, else two: what 16 registers hold beside four tokens' accumulators; four with 32
- * registers, FL_WIDE), and the strands advance together, one row of each at a time: rg fma chains
- * per token side by side, while each strand is one sequential run through memory that the hardware
- * prefetchers follow (neighbouring rows side by side would interleave rg runs within each page, and
- * lose a third of the speed). The tokens pass over each set of rows four at a time, the later
- * groups reading the rows from L1; with 32 registers five or six tokens take one pass (the weights
- * converted once for all of them). SmolLM2-135M F16 on Zen 4, medians of alternating runs: a step
+ * reading the weights. The rows are cut into rg strands of consecutive rows (four, or two for four
+ * tokens with 16 registers: what they hold beside four tokens' accumulators), and the strands
+ * advance together, one row of each at a time: rg fma chains per token side by side, while each
+ * strand is one sequential run through memory that the hardware prefetchers follow (neighbouring
+ * rows side by side would interleave rg runs within each page, and lose a third of the speed). The
+ * tokens pass over each set of rows three at a time with 16 registers (six with 32, FL_WIDE), the
+ * passes as even as can be, the later ones reading the rows from L1. Two strands by four tokens a
+ * pass, as the 16-register build did for every count from four, made five tokens a pass of four and
+ * one: bench_gemm --threads 1 f16 1536 576 N on Zen 3, alternating: 5 tokens 0.155 -> 0.105 ms,
+ * 6 0.157 -> 0.122, 7 0.160 -> 0.152, 9 0.246 -> 0.181, 10 0.248 -> 0.221, 12 0.26-0.28 -> 0.24,
+ * 8 level; four tokens keep two strands (0.085 against 0.093 in passes of two). SmolLM2-135M F16 on Zen 4, medians of alternating runs: a step
  * of four tokens 12.5-16.3 -> 11.9-13.0 ms with four rows by four tokens (FL_WIDE) against two by
  * four (one token 9.5-12.2 ms); five tokens in one pass 12.8-15.6 -> 11.9-14.2 ms, six 14.1-16.4 ->
  * 13.1-15.9 against passes of four and the rest. */
 static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, int nr, int nc, const char *w,
                                                          size_t w_stride, const char *a, size_t a_stride, float *out,
                                                          size_t out_stride) {
-    const int rg = nc <= 3 || FL_WIDE ? 4 : 2;
+    /* four strands, each pass at most FL_TMAX tokens (three with 16 registers), the passes as even
+     * as can be; with 16 registers four tokens take two strands in one pass instead */
+    const int rg = FL_WIDE || nc != 4 ? 4 : 2;
     const int q = nr / rg; /* rows per strand; the last nr % rg rows follow one at a time */
     const size_t rs = (size_t)q * w_stride;
-    const int tg = rg == 4 && nc <= FL_TMAX ? nc : 4; /* tokens per pass */
+    const int tmax = rg == 2 ? 4 : FL_WIDE ? FL_TMAX : 3;
+    const int passes = (nc + tmax - 1) / tmax;
     for (int j = 0; j < q; j++) {
         const char *wr = w + (size_t)j * w_stride;
-        for (int c0 = 0; c0 < nc; c0 += tg) {
+        for (int pi = 0, c0 = 0; pi < passes; pi++) {
+            const int tn = nc / passes + (pi < nc % passes);
             const char *ac = a + (size_t)c0 * a_stride;
             float *o = out + (size_t)c0 * out_stride + j;
-            switch (MF_MIN(tg, nc - c0) + (rg == 4 ? 0 : 8)) {
+            c0 += tn;
+            switch (tn + (rg == 4 ? 0 : 8)) {
             case 1: fl_rows(kind, 4, 1, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             case 2: fl_rows(kind, 4, 2, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
             case 3: fl_rows(kind, 4, 3, n, wr, rs, ac, a_stride, o, out_stride, (size_t)q); break;
