@@ -330,8 +330,10 @@ static void slot_cancel(serve_engine *e, slot *sl, const char *why) {
     serve_task *t = sl->task;
     slot_mark_done(e, sl, false);
     if (t->stream && mf_http_stream_close_reason(t->stream_h) == MF_HTTP_CLOSE_TOO_SLOW)
-        mf_log_message(MF_LOG_WARN, "slot %d: its client stopped reading the stream (the stream's queue is full): dropped "
-                       "after %lld tokens", (int)(sl - e->slots), (long long)sl->n_gen);
+        mf_log_message(MF_LOG_WARN,
+                       "slot %d: its client stopped reading the stream (the stream's queue is full): dropped after "
+                       "%lld tokens",
+                       (int)(sl - e->slots), (long long)sl->n_gen);
     if (why) { /* the server's reason (shutdown, an engine error): the client hears it */
         if (t->stream) {
             json_t *err = mf_http_error_json(503, why, NULL, NULL);

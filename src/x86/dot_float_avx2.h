@@ -109,10 +109,10 @@ static inline __attribute__((always_inline)) void fl_rows(int kind, const int R,
  * pass, as the 16-register build did for every count from four, made five tokens a pass of four and
  * one: bench_gemm --threads 1 f16 1536 576 N on Zen 3, alternating: 5 tokens 0.155 -> 0.105 ms,
  * 6 0.157 -> 0.122, 7 0.160 -> 0.152, 9 0.246 -> 0.181, 10 0.248 -> 0.221, 12 0.26-0.28 -> 0.24,
- * 8 level; four tokens keep two strands (0.085 against 0.093 in passes of two). SmolLM2-135M F16 on Zen 4, medians of alternating runs: a step
- * of four tokens 12.5-16.3 -> 11.9-13.0 ms with four rows by four tokens (FL_WIDE) against two by
- * four (one token 9.5-12.2 ms); five tokens in one pass 12.8-15.6 -> 11.9-14.2 ms, six 14.1-16.4 ->
- * 13.1-15.9 against passes of four and the rest. */
+ * 8 level; four tokens keep two strands (0.085 against 0.093 in passes of two). SmolLM2-135M F16
+ * on Zen 4, medians of alternating runs: a step of four tokens 12.5-16.3 -> 11.9-13.0 ms with four
+ * rows by four tokens (FL_WIDE) against two by four (one token 9.5-12.2 ms); five tokens in one pass
+ * 12.8-15.6 -> 11.9-14.2 ms, six 14.1-16.4 -> 13.1-15.9 against passes of four and the rest. */
 static inline __attribute__((always_inline)) void fl_few(int kind, int64_t n, int nr, int nc, const char *w,
                                                          size_t w_stride, const char *a, size_t a_stride, float *out,
                                                          size_t out_stride) {
