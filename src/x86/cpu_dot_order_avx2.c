@@ -378,13 +378,18 @@ static inline __m128i q8_K_sub_sums(const mf_block_q8_K *a) {
 static inline __m128i q4_K_rp_sums(const mf_block_q4_K *w, const mf_block_q8_K *a, __m128i s8, __m128i *msum) {
     uint8_t sc[8], mn[8];
     k4_scales(w->scales, sc, mn);
+    /* the eight scales as 16-bit lanes, each sub-block's spread over a vector by one shuffle (where
+     * eight broadcasts from general registers took two operations each) */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     __m256i l[4];
     for (int c = 0; c < 4; c++) {
         const __m256i bits = mf_x86_load(w->qs + 32 * c);
         const __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-        l[c] = _mm256_add_epi32(k_lanes(lo, a->qs + 64 * c, sc[2 * c]),
-                                k_lanes(hi, a->qs + 64 * c + 32, sc[2 * c + 1]));
+        const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+        l[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, mf_x86_load(a->qs + 64 * c)), s_lo),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, mf_x86_load(a->qs + 64 * c + 32)), s_hi));
     }
     const __m256i r = sum4_rows(l[0], l[1], l[2], l[3]); /* [c0 c1 c2 c3 | c0 c1 c2 c3] */
     *msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)), s8); /* pairs by madd */
