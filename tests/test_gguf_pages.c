@@ -81,6 +81,21 @@ static long pmd_kb(const void *addr) {
     return kb;
 }
 
+/* The check on a file held in small pages: it must re-read it (or find that the system gives none),
+ * the data unchanged; after a re-read the mapping takes 2 MiB entries and a second look is content. */
+static mf_gguf_pages settle_small(mf_gguf *g) {
+    const mf_gguf_pages s = mf_gguf_settle_pages(g);
+    CHECKF(s == MF_GGUF_PAGES_RELOADED || s == MF_GGUF_PAGES_SMALL || (s == MF_GGUF_PAGES_NA && !thp), "%s",
+           mf_gguf_pages_name(s));
+    CHECK(data_intact(g));
+    if (s == MF_GGUF_PAGES_RELOADED) {
+        const long kb = pmd_kb(g->parts[0].base);
+        CHECKF(kb >= (long)(N_FLOATS * 4 / 1024) - 4096, "FilePmdMapped %ld kB after the reload", kb);
+        CHECK(mf_gguf_settle_pages(g) == MF_GGUF_PAGES_HUGE); /* nothing more to do */
+    }
+    return s;
+}
+
 static void test_small_copy_is_reloaded(const char *written, const char *copy) {
     copy_in_small_writes(written, copy);
     mf_gguf *g = NULL;
@@ -88,14 +103,8 @@ static void test_small_copy_is_reloaded(const char *written, const char *copy) {
     if (!g) return;
     CHECK(((uintptr_t)g->parts[0].base & (MF_GGUF_HUGE_PAGE - 1)) == 0); /* aligned, so 2 MiB entries can fit */
     CHECK(data_intact(g));
-    const mf_gguf_pages first = mf_gguf_settle_pages(g);
-    CHECKF(first == MF_GGUF_PAGES_RELOADED || first == MF_GGUF_PAGES_SMALL || (first == MF_GGUF_PAGES_NA && !thp),
-           "%s", mf_gguf_pages_name(first));
-    CHECK(data_intact(g));
+    const mf_gguf_pages first = settle_small(g);
     if (first == MF_GGUF_PAGES_RELOADED) {
-        const long kb = pmd_kb(g->parts[0].base);
-        CHECKF(kb >= (long)(N_FLOATS * 4 / 1024) - 4096, "FilePmdMapped %ld kB after the reload", kb);
-        CHECK(mf_gguf_settle_pages(g) == MF_GGUF_PAGES_HUGE); /* nothing more to do */
         mf_gguf *again = NULL;
         CHECK(mf_gguf_open(copy, &again) == MF_OK);
         CHECK(mf_gguf_settle_pages(again) == MF_GGUF_PAGES_HUGE); /* a later load finds it so too */
@@ -150,15 +159,7 @@ static void test_partly_small_is_reloaded(const char *copy) {
     mf_gguf *g = NULL;
     CHECK(mf_gguf_open(copy, &g) == MF_OK);
     if (!g) return;
-    const mf_gguf_pages s = mf_gguf_settle_pages(g);
-    CHECKF(s == MF_GGUF_PAGES_RELOADED || s == MF_GGUF_PAGES_SMALL || (s == MF_GGUF_PAGES_NA && !thp), "%s",
-           mf_gguf_pages_name(s));
-    CHECK(data_intact(g));
-    if (s == MF_GGUF_PAGES_RELOADED) {
-        const long kb = pmd_kb(g->parts[0].base);
-        CHECKF(kb >= (long)(N_FLOATS * 4 / 1024) - 4096, "FilePmdMapped %ld kB after the reload", kb);
-        CHECK(mf_gguf_settle_pages(g) == MF_GGUF_PAGES_HUGE);
-    }
+    settle_small(g);
     mf_gguf_free(g);
 }
 
