@@ -59,11 +59,13 @@ struct mf_spec {
     /* greedy only (where the depth cannot change the text): measured seconds of a one-token pass, of
      * an extra verified token and of a draft token, decayed; they replace the model once known */
     double m_t1, m_slope, m_td;
+    double m_tc; /* and of a draft model's catch-up decode (a round's fixed price: 1-2 tokens mostly) */
     double m_v[MF_SPEC_MAX_DRAFT + 2]; /* and of a pass of n tokens (a cliff where a kernel changes) */
+    int32_t v_n[MF_SPEC_MAX_DRAFT + 2]; /* the passes of n tokens in m_v[n] */
     /* each size of pass, and the draft's steps, are timed from their second on: the first builds its
      * graph and finds the caches cold (a 3-token pass of SmolLM2-135M F16 took 13.1 ms the first
      * time, 11.7 after; its Q4_0 draft's step 5.7 against 4.3 ms) */
-    bool v_seen[MF_SPEC_MAX_DRAFT + 2], td_seen;
+    bool v_seen[MF_SPEC_MAX_DRAFT + 2], td_seen, tc_seen;
     /* a draft model's calibration: how often a drafted token was kept, by the draft's confidence in
      * it (SPEC_CAL bins of its top probability), as decayed successes / failures; the modelled gain
      * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
@@ -83,6 +85,7 @@ struct mf_spec {
 static void prior_acceptance(mf_spec *s);
 static double verify_cost(const mf_spec *s, int32_t j);
 static double draft_cost(const mf_spec *s);
+static double catch_cost(const mf_spec *s);
 
 mf_spec_params mf_spec_default_params(void) {
     return (mf_spec_params){
@@ -387,7 +390,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
     const bool fixed = s->p.draft_min == s->p.draft_max;
     /* the round's expected tokens and cost so far (one-token target passes): its pass and its
      * catch-up, then each drafted token's chance and verification */
-    double round_e = 1, round_c = 1 + cd;
+    double round_e = 1, round_c = 1 + catch_cost(s);
     while (m < k) {
         const float *l = mf_context_logits(s->dctx, mf_context_n_outputs(s->dctx) - 1);
         int32_t t;
@@ -412,6 +415,7 @@ static mf_status draft_model(mf_spec *s, int32_t k, int32_t *n_out, int32_t *n_d
          * on AVX2: 17 tokens 5.8 one-token passes, 4 tokens 1.2) */
         const double p_next = kept * a, c_next = verify_cost(s, m) + cd;
         if (!fixed && (p_next < c_next || p_next * round_c < c_next * round_e)) break;
+        round_c += cd; /* the draft step that drafts the next token */
         b = (mf_batch){.n_tokens = 1, .tokens = &t, .seq = s->dbseq};
         if ((st = mf_context_decode(s->dctx, &b))) return st;
         (*n_decoded)++;
@@ -453,11 +457,14 @@ static double best_rate(double per_token, const mf_spec_params *p, double a) {
 }
 
 /* What verifying drafted token j (0-based) adds to its pass, in one-token passes: measured (greedy,
- * by mf_spec_next: the passes of j + 1 and j + 2 tokens) where known, else the model. A float
- * target's pass of 5 tokens can cost far more than one of 4 (another kernel). */
+ * by mf_spec_next: the passes of j + 1 and j + 2 tokens) where each size was timed twice or more,
+ * else the slope over all passes. A float target's pass of 5 tokens can cost far more than one of 4
+ * (another kernel). One slow pass of a size is not trusted alone: a size judged dear is not drafted
+ * again, so its measurement would never be refreshed (a 3-token pass of SmolLM2-135M F16 timed once
+ * at 14.7 ms, against 11.5 usually, had kept every later round of a reply at one drafted token). */
 static double verify_cost(const mf_spec *s, int32_t j) {
     if (s->greedy && s->timed && s->m_t1 > 0) {
-        if (j + 2 <= MF_SPEC_MAX_DRAFT + 1 && s->m_v[j + 1] > 0 && s->m_v[j + 2] > 0)
+        if (j + 2 <= MF_SPEC_MAX_DRAFT + 1 && s->v_n[j + 1] >= 2 && s->v_n[j + 2] >= 2)
             return fmax(0.01, (s->m_v[j + 2] - s->m_v[j + 1]) / s->m_t1);
         if (s->m_slope > 0) return s->m_slope / s->m_t1;
     }
@@ -469,6 +476,13 @@ static double verify_cost(const mf_spec *s, int32_t j) {
 static double draft_cost(const mf_spec *s) {
     if (s->greedy && s->timed && s->m_t1 > 0 && s->m_td > 0) return s->m_td / s->m_t1;
     return s->td;
+}
+
+/* A draft model's catch-up decode in one-token target passes: measured (greedy), else one draft step.
+ * Catching up on two tokens (the last kept draft and the target's own) costs more than a step. */
+static double catch_cost(const mf_spec *s) {
+    if (s->greedy && s->timed && s->m_t1 > 0 && s->m_tc > 0) return s->m_tc / s->m_t1;
+    return draft_cost(s);
 }
 
 /* A draft model's depth: the most it may draft (its calibrated confidence ends each draft), or 0
@@ -520,7 +534,10 @@ static int32_t choose_depth(mf_spec *s) {
     return best_k;
 }
 
-static void decay(double *x, double v) { *x = *x > 0 ? 0.8 * *x + 0.2 * v : v; }
+/* A measured time: a sample below the estimate weighs more than one above it. What disturbs a
+ * timing (another process, an interrupt) only slows it, so the estimate follows the undisturbed
+ * cost, and one slow sample of a size that is then seldom timed again does not stick. */
+static void decay_time(double *x, double v) { *x = *x > 0 ? (v < *x ? 0.5 * *x + 0.5 * v : 0.85 * *x + 0.15 * v) : v; }
 
 /* ---- a step ---- */
 
@@ -674,7 +691,7 @@ mf_status mf_spec_accept(mf_spec *s, int32_t r0, mf_spec_round *out) {
              * rounds draft before the calibration knows what the draft's confidence is worth); a
              * probe ends the back-off where it keeps a token and gains. The modelled cost of a round
              * is its measured time within a few percent (SmolLM2-135M F16 with its Q4_0 draft). */
-            double cost = 1.0 + draft_cost(s) * (1 + n_ddec);
+            double cost = 1.0 + catch_cost(s) + draft_cost(s) * n_ddec;
             for (int32_t j = 0; j < n_draft; j++) cost += verify_cost(s, j);
             const double rate = (n_acc + 1) / cost;
             if (s->r_probe) {
@@ -734,9 +751,9 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
         const bool sized = n <= MF_SPEC_MAX_DRAFT + 1, steady = !sized || s->v_seen[n];
         if (sized) s->v_seen[n] = true;
         if (steady) {
-            if (sized) decay(&s->m_v[n], t2 - t1);
-            if (n_draft == 0) decay(&s->m_t1, t2 - t1);
-            else if (s->m_t1 > 0) decay(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+            if (sized) decay_time(&s->m_v[n], t2 - t1), s->v_n[n]++;
+            if (n_draft == 0) decay_time(&s->m_t1, t2 - t1);
+            else if (s->m_t1 > 0) decay_time(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
         }
         /* a draft step's time, which one more drafted token costs: its generating decodes' (one
          * token each). Not a catch-up's: a round that drafts one token has none, and its catch-up
@@ -745,8 +762,16 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
          * Q4_0 file on Zen 3: catch-ups of 23 ms against steps of 15-19, rounds of one token and
          * back-offs); the catch-up is a round's fixed price, the same for any depth */
         if (k > 0 && s->dctx && s->r_ddec > 0) {
-            if (s->td_seen) decay(&s->m_td, s->r_tgen / s->r_ddec);
+            if (s->td_seen) decay_time(&s->m_td, s->r_tgen / s->r_ddec);
             s->td_seen = true;
+        }
+        /* a catch-up of one token is a draft step too; one of one or two tokens (a round that ended at
+         * a rejection or kept every draft) is the next rounds' fixed price, a longer one (after plain
+         * rounds) a one-off */
+        if (k > 0 && s->dctx && s->r_ncatch > 0 && s->r_ncatch <= 2) {
+            if (s->tc_seen) decay_time(&s->m_tc, s->r_tcatch);
+            if (s->tc_seen && s->td_seen && s->r_ncatch == 1) decay_time(&s->m_td, s->r_tcatch);
+            s->tc_seen = true;
         }
     }
     *text = rd.text, *len = rd.len, *reason = rd.reason, *context_full = rd.context_full;
