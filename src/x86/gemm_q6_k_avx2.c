@@ -13,7 +13,14 @@
  * of the 8 rows' q at values 32g + 4p..+3 (64 vectors), the 16 vectors (sc[j], sc[j]), the 8
  * vectors (sc[2p], sc[2p+1]), then h2f(d) of the 8 rows: 2848 bytes; rows past the matrix are
  * zeros. Slices of up to K6_SLICE super-blocks (20 KB) stay in L1 while a chunk's tokens pass over
- * them one by one, each token's eight accumulators parked in scratch between slices. */
+ * them in tiles of up to three, each token's eight accumulators in scratch. A tile loads each weight
+ * and scale vector once for its tokens, and a token's four activation bytes of two lanes come from
+ * one 16-byte load spread by in-lane shuffles: a broadcast load for every vpmaddubsw, one token at a
+ * time, had made the loads the bound (Zen 3, bench_gemm --threads 1 q6_k 2048 2048 128,
+ * alternating: 10.9-11.4 -> 9.3-9.6 ms; two threads, 8192 x 2048 x 512 and its transpose, 94-95 ->
+ * 80-82 ms). The rows in the dot's own layout (a row's 32 values against the token's 32, no
+ * shuffle) ran level or 3 % slower: both are bound by the two multiplies per 32 products, which
+ * Zen 3 runs on two pipes. */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
 
@@ -22,6 +29,7 @@
 enum {
     K6_BLOCK_BYTES = (64 + 16 + 8 + 1) * 32,
     K6_SLICE = 7,
+    K6_TILE = 3,
 };
 
 static int64_t max_chunk(int64_t nb) { return mf_avx2_k_chunk((size_t)nb * sizeof(mf_block_q8_K)); }
@@ -74,36 +82,64 @@ static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
     }
 }
 
-/* One token (its Q8_K row a) against super-blocks [i0, i1) of the panel: the eight accumulators
- * start at zero (first) or from st and end in st or, after the last (last), as the outputs y[0..8)
- * (lanes in mask). */
-static void token(const uint8_t *panel, int64_t i0, int64_t i1, const mf_block_q8_K *a, __m256 *st, bool first,
-                  bool last, float *y, __m256i mask) {
-    __m256 acc[8];
-    for (int p = 0; p < 8; p++) acc[p] = first ? _mm256_setzero_ps() : _mm256_load_ps((const float *)(st + p));
+/* Lanes P and P + 1 (P even: one scale half) of T tokens over one super-block: for each group g,
+ * the two weight vectors and the scale vector are loaded once for the T tokens. */
+#define K6_PAIR(P)                                                                                                     \
+    do {                                                                                                               \
+        __m256i l0a = _mm256_setzero_si256(), l0b = l0a, l1a = l0a, l1b = l0a, l2a = l0a, l2b = l0a;                   \
+        for (int g = 0; g < 8; g++) {                                                                                  \
+            const __m256i wa = _mm256_load_si256(pb + 8 * g + (P)), wb = _mm256_load_si256(pb + 8 * g + (P) + 1);      \
+            const __m256i sc = _mm256_load_si256(pb + 64 + 2 * g + (P) / 4);                                           \
+            const int o = 32 * g + 16 * ((P) / 4);                                                                     \
+            K6_LANES(P, q0, l0a, l0b);                                                                                 \
+            if (T > 1) K6_LANES(P, q1, l1a, l1b);                                                                      \
+            if (T > 2) K6_LANES(P, q2, l2a, l2b);                                                                      \
+        }                                                                                                              \
+        k6_finish(T, pb, a, st, i, (P), l0a, l1a, l2a);                                                                \
+        k6_finish(T, pb, a, st, i, (P) + 1, l0b, l1b, l2b);                                                            \
+    } while (0)
+/* One token's part of lanes P and P + 1: its bytes 16 * (P / 4)..+15 of group g in both halves of a
+ * register, dwords P % 4 and P % 4 + 1 spread over the eight rows. */
+#define K6_LANES(P, q, la, lb)                                                                                         \
+    do {                                                                                                               \
+        const __m256i h_ = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((q) + o)));                 \
+        const __m256i xa_ = _mm256_shuffle_epi32(h_, (P) % 4 * 0x55), xb_ = _mm256_shuffle_epi32(h_, ((P) % 4 + 1) * 0x55); \
+        la = _mm256_add_epi32(la, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xa_), sc));                              \
+        lb = _mm256_add_epi32(lb, _mm256_madd_epi16(_mm256_maddubs_epi16(wb, xb_), sc));                              \
+    } while (0)
+
+/* Lane p of T tokens after a super-block's groups: the bsums' offset, then one fma per token into
+ * its accumulator in st[t]. */
+static inline __attribute__((always_inline)) void k6_finish(const int T, const __m256i *pb, const mf_block_q8_K *const *a,
+                                                            __m256 *const *st, int64_t i, int p, __m256i l0, __m256i l1,
+                                                            __m256i l2) {
+    const __m256i mo = _mm256_load_si256(pb + 80 + p);
+    const __m256 dw = _mm256_load_ps((const float *)(pb + 88));
+    for (int t = 0; t < T; t++) {
+        const __m256i off = _mm256_madd_epi16(mo, mf_avx2_bcast4(a[t][i].bsums + 2 * p));
+        const __m256i l = _mm256_sub_epi32(t == 0 ? l0 : t == 1 ? l1 : l2, _mm256_slli_epi32(off, 5));
+        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&a[t][i].d), dw);
+        _mm256_store_ps((float *)(st[t] + p),
+                        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), _mm256_load_ps((const float *)(st[t] + p))));
+    }
+}
+
+/* T tokens (a[t]: their Q8_K rows) against super-blocks [i0, i1) of the panel, each token's eight
+ * lanes' accumulators in st[t] (zeroed before the first slice), stepped as one token alone steps them. */
+static inline __attribute__((always_inline)) void tile(const int T, const uint8_t *panel, int64_t i0, int64_t i1,
+                                                       const mf_block_q8_K *const *a, __m256 *const *st) {
     for (int64_t i = i0; i < i1; i++, panel += K6_BLOCK_BYTES) {
         const __m256i *pb = (const __m256i *)panel;
-        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&a[i].d), _mm256_load_ps((const float *)(pb + 88)));
-        const uint8_t *qa = (const uint8_t *)a[i].qs;
-        for (int p = 0; p < 8; p++) {
-            __m256i l = _mm256_setzero_si256();
-            for (int g = 0; g < 8; g++) {
-                const __m256i m = _mm256_maddubs_epi16(_mm256_load_si256(pb + 8 * g + p), mf_avx2_bcast4(qa + 32 * g + 4 * p));
-                l = _mm256_add_epi32(l, _mm256_madd_epi16(m, _mm256_load_si256(pb + 64 + 2 * g + p / 4)));
-            }
-            const __m256i off = _mm256_madd_epi16(_mm256_load_si256(pb + 80 + p), mf_avx2_bcast4(a[i].bsums + 2 * p));
-            l = _mm256_sub_epi32(l, _mm256_slli_epi32(off, 5));
-            acc[p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[p]);
-        }
+        const uint8_t *q0 = (const uint8_t *)a[0][i].qs, *q1 = T > 1 ? (const uint8_t *)a[1][i].qs : q0,
+                      *q2 = T > 2 ? (const uint8_t *)a[2][i].qs : q0;
+        K6_PAIR(0);
+        K6_PAIR(2);
+        K6_PAIR(4);
+        K6_PAIR(6);
     }
-    if (!last) {
-        for (int p = 0; p < 8; p++) _mm256_store_ps((float *)(st + p), acc[p]);
-        return;
-    }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-    _mm256_maskstore_ps(y, mask, s);
 }
+#undef K6_PAIR
+#undef K6_LANES
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
@@ -120,9 +156,27 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
                 pack(w, ob, nr, i0, i1, panel, ahead);
-                for (int64_t t = 0; t < n; t++)
-                    token(panel, i0, i1, (const mf_block_q8_K *)(act + (size_t)(tc + t) * act_row), state + 8 * t,
-                          i0 == 0, i1 == nb, y + (size_t)(tc + t) * ldy + ob, mask);
+                if (i0 == 0) memset(state, 0, (size_t)n * 8 * sizeof *state);
+                for (int64_t t = 0; t < n; t += K6_TILE) {
+                    const mf_block_q8_K *a[K6_TILE];
+                    __m256 *st[K6_TILE];
+                    const int T = (int)MF_MIN(K6_TILE, n - t);
+                    for (int k = 0; k < T; k++) {
+                        a[k] = (const mf_block_q8_K *)(act + (size_t)(tc + t + k) * act_row);
+                        st[k] = state + 8 * (t + k);
+                    }
+                    switch (T) {
+                    case 1: tile(1, panel, i0, i1, a, st); break;
+                    case 2: tile(2, panel, i0, i1, a, st); break;
+                    default: tile(3, panel, i0, i1, a, st); break;
+                    }
+                }
+            }
+            for (int64_t t = 0; t < n; t++) {
+                const __m256 *acc = state + 8 * t;
+                const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                               _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+                _mm256_maskstore_ps(y + (size_t)(tc + t) * ldy + ob, mask, s);
             }
         }
     }
