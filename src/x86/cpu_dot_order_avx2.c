@@ -621,17 +621,28 @@ static inline __attribute__((always_inline)) void dot8n_signed32_rg(bool q5, con
         for (int64_t i = 0; i < nb; i++) {
             for (int l = 0; l < lines; l++) _mm_prefetch(pf + (size_t)i * rg * bs + 64 * l, _MM_HINT_T0);
             __m256i av[4];
-            if (nt == 1) { /* one token: a product per row, no table (in cache 5 % faster) */
+            if (nt == 1) {
+                /* one token: the rows' scales converted together and multiplied by the token's, both
+                 * halves of a register holding the products, each row's spread by an in-lane shuffle
+                 * (a conversion, a product and a broadcast per row had been a fifth of the work).
+                 * bench_gemm --threads 1 --reps 3000 TYPE 1536 896 1 (Zen 3), alternating: Q8_0 0.053
+                 * -> 0.048 ms, Q5_0 0.082 -> 0.080 */
                 const mf_block_q8_0 *ab = (const mf_block_q8_0 *)a + i;
                 const __m256i a0 = mf_x86_load(ab->qs);
-                const float da = mf_x86_h2f(ab->d);
+                uint64_t hw = 0;
                 for (int r = 0; r < rg; r++) {
-                    const uint8_t *b = wg + (size_t)r * ws + (size_t)i * bs;
-                    const __m256i x = signed_w(q5, b);
-                    uint16_t dh;
-                    memcpy(&dh, b, 2); /* d, each type's first field */
+                    uint16_t h;
+                    memcpy(&h, wg + (size_t)r * ws + (size_t)i * bs, 2); /* d, each type's first field */
+                    hw |= (uint64_t)h << 16 * r;
+                }
+                const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)hw)), _mm_set1_ps(mf_x86_h2f(ab->d)));
+                const __m256 d2 = _mm256_set_m128(dd, dd);
+                for (int r = 0; r < rg; r++) {
+                    const __m256i x = signed_w(q5, wg + (size_t)r * ws + (size_t)i * bs);
                     const __m256i l = lanes_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a0, x));
-                    acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(mf_x86_h2f(dh) * da), _mm256_cvtepi32_ps(l), acc[r][0]);
+                    const __m256 d = r == 0 ? _mm256_permute_ps(d2, 0x00) : r == 1 ? _mm256_permute_ps(d2, 0x55)
+                                   : r == 2 ? _mm256_permute_ps(d2, 0xAA) : _mm256_permute_ps(d2, 0xFF);
+                    acc[r][0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[r][0]);
                 }
                 continue;
             }
