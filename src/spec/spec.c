@@ -753,7 +753,13 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
         if (steady) {
             if (sized) decay_time(&s->m_v[n], t2 - t1), s->v_n[n]++;
             if (n_draft == 0) decay_time(&s->m_t1, t2 - t1);
-            else if (s->m_t1 > 0) decay_time(&s->m_slope, fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft));
+            else if (s->m_t1 > 0) {
+                /* a plain mean: a pass's cost per token depends on its size (an F16 pass of 2-4 tokens
+                 * costs little more than one token, one of 16 over four times as much), so a low
+                 * sample is no truer than a high one */
+                const double v = fmax(1e-3 * s->m_t1, (t2 - t1 - s->m_t1) / n_draft);
+                s->m_slope = s->m_slope > 0 ? 0.8 * s->m_slope + 0.2 * v : v;
+            }
         }
         /* a draft step's time, which one more drafted token costs: its generating decodes' (one
          * token each). Not a catch-up's: a round that drafts one token has none, and its catch-up
