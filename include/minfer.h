@@ -147,7 +147,8 @@ mf_isa mf_isa_resolve(mf_isa isa);
  * AVX2 level runs its AVX-VNNI builds: the CPU has AVX-VNNI and MINFER_AVXVNNI is not 0; the same
  * results), "neon-dotprod", "scalar". */
 const char *mf_isa_kernels_name(mf_isa isa);
-/* The CPU's model name (from /proc/cpuinfo or the CPUID brand string); "" when unknown. */
+/* The CPU's model name (from /proc/cpuinfo, else the CPUID brand string), on x86 followed by its
+ * family and model numbers, e.g. "AMD EPYC (family 25, model 1)"; "" when unknown. */
 const char *mf_cpu_name(void);
 
 typedef struct mf_cuda_device {

@@ -105,14 +105,26 @@ def test_name(t):
 
 
 def cpu_model():
-    """The processor's model name (Linux /proc/cpuinfo), or "unknown"."""
+    """The processor's model name (Linux /proc/cpuinfo) and, on x86, its family and model numbers
+    (minfer's cpu_info gives the same), or "unknown"."""
+    name, fam, model = None, None, None
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, val = line.partition(":")
+            key, val = key.strip(), val.strip()
+            if key == "model name" and name is None:
+                name = val
+            elif key == "cpu family" and fam is None:
+                fam = val
+            elif key == "model" and model is None:
+                model = val
+            elif not line.strip() and name is not None:
+                break
     except OSError:
         pass
-    return "unknown"
+    if fam is not None and model is not None:
+        return f"{name or 'unknown'} (family {fam}, model {model})"
+    return name or "unknown"
 
 
 def header(results, args):

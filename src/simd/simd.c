@@ -214,6 +214,25 @@ static void read_cpu_name(void) {
         break;
     }
     if (f) fclose(f);
+#if defined(__x86_64__)
+    /* the brand string where /proc/cpuinfo gives none; then the family and model, which tell apart
+     * CPUs that a virtual machine names alike ("AMD EPYC" was a Zen 3 and a Zen 4 here) */
+    unsigned r[12], a, b, c, d;
+    if (!cpu_name[0] && __get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
+        for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        char brand[49] = {0};
+        memcpy(brand, r, 48);
+        const char *v = brand;
+        while (*v == ' ') v++;
+        snprintf(cpu_name, sizeof cpu_name, "%s", v);
+    }
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        const unsigned base = (a >> 8) & 0xF, family = base + (base == 0xF ? (a >> 20) & 0xFF : 0);
+        const unsigned model = ((a >> 4) & 0xF) | (base == 0x6 || base == 0xF ? ((a >> 16) & 0xF) << 4 : 0);
+        const size_t n = strlen(cpu_name);
+        snprintf(cpu_name + n, sizeof cpu_name - n, "%s(family %u, model %u)", n ? " " : "", family, model);
+    }
+#endif
 }
 
 const char *mf_cpu_name(void) {
