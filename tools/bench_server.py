@@ -267,7 +267,9 @@ def main():
         finally:
             b.stop()
 
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    sys.path.insert(0, HERE)
+    from compare_llama import cpu_model  # the model name with the x86 family and model numbers
+    cpu = cpu_model()
     lines = [f"model {os.path.basename(model)}, -np {args.np} -c {args.c} -t {args.t}, {args.prompt}-token prompts, "
              f"{args.gen} tokens per stream; CPU {cpu}", "",
              "| server | streams | tokens/s | vs 1 stream | ttft p50 ms | ttft p99 ms | itl p50 ms | itl p99 ms |"

@@ -163,8 +163,9 @@ def main():
     a = ap.parse_args()
     cases = a.cases.split(",")
     smol = smollm2()
-    r = sh(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo"])
-    print("CPU:", r.stdout.strip().split(":")[-1].strip(), "| ISA:", os.environ.get("MINFER_ISA", "auto"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compare_llama import cpu_model  # the model name with the x86 family and model numbers
+    print("CPU:", cpu_model(), "| ISA:", os.environ.get("MINFER_ISA", "auto"))
     ok = True
     if "lookup" in cases:
         ok &= case(a.bin, "lookup, rewriting (Q4_1)", smol, REWRITE, a.n, ["--lookup"], a.reps)
