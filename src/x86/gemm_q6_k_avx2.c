@@ -19,8 +19,7 @@
  * time, had made the loads the bound (Zen 3, bench_gemm --threads 1 q6_k 2048 2048 128,
  * alternating: 10.9-11.4 -> 9.3-9.6 ms; two threads, 8192 x 2048 x 512 and its transpose, 94-95 ->
  * 80-82 ms). The rows in the dot's own layout (a row's 32 values against the token's 32, no
- * shuffle) ran level or 3 % slower: both are bound by the two multiplies per 32 products, which
- * Zen 3 runs on two pipes. */
+ * shuffle) ran level or 3 % slower: both are bound by the two multiplies per 32 products. */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
 
@@ -95,8 +94,8 @@ static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
             if (T > 1) K6_LANES(P, q1, l1a, l1b);                                                                      \
             if (T > 2) K6_LANES(P, q2, l2a, l2b);                                                                      \
         }                                                                                                              \
-        k6_finish(T, pb, a, st, i, (P), l0a, l1a, l2a);                                                                \
-        k6_finish(T, pb, a, st, i, (P) + 1, l0b, l1b, l2b);                                                            \
+        k6_finish(T, pb, a, d, st, i, (P), l0a, l1a, l2a);                                                             \
+        k6_finish(T, pb, a, d, st, i, (P) + 1, l0b, l1b, l2b);                                                         \
     } while (0)
 /* One token's part of lanes P and P + 1: its bytes 16 * (P / 4)..+15 of group g in both halves of a
  * register, dwords P % 4 and P % 4 + 1 spread over the eight rows. */
@@ -109,18 +108,16 @@ static void pack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
     } while (0)
 
 /* Lane p of T tokens after a super-block's groups: the bsums' offset, then one fma per token into
- * its accumulator in st[t]. */
+ * its accumulator in st[t] (d[t]: d_a * d_w of the eight rows). */
 static inline __attribute__((always_inline)) void k6_finish(const int T, const __m256i *pb, const mf_block_q8_K *const *a,
-                                                            __m256 *const *st, int64_t i, int p, __m256i l0, __m256i l1,
-                                                            __m256i l2) {
+                                                            const __m256 *d, __m256 *const *st, int64_t i, int p,
+                                                            __m256i l0, __m256i l1, __m256i l2) {
     const __m256i mo = _mm256_load_si256(pb + 80 + p);
-    const __m256 dw = _mm256_load_ps((const float *)(pb + 88));
     for (int t = 0; t < T; t++) {
         const __m256i off = _mm256_madd_epi16(mo, mf_avx2_bcast4(a[t][i].bsums + 2 * p));
         const __m256i l = _mm256_sub_epi32(t == 0 ? l0 : t == 1 ? l1 : l2, _mm256_slli_epi32(off, 5));
-        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&a[t][i].d), dw);
         _mm256_store_ps((float *)(st[t] + p),
-                        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), _mm256_load_ps((const float *)(st[t] + p))));
+                        _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(l), _mm256_load_ps((const float *)(st[t] + p))));
     }
 }
 
@@ -132,6 +129,9 @@ static inline __attribute__((always_inline)) void tile(const int T, const uint8_
         const __m256i *pb = (const __m256i *)panel;
         const uint8_t *q0 = (const uint8_t *)a[0][i].qs, *q1 = T > 1 ? (const uint8_t *)a[1][i].qs : q0,
                       *q2 = T > 2 ? (const uint8_t *)a[2][i].qs : q0;
+        const __m256 dw = _mm256_load_ps((const float *)(pb + 88));
+        __m256 d[K6_TILE];
+        for (int t = 0; t < T; t++) d[t] = _mm256_mul_ps(_mm256_broadcast_ss(&a[t][i].d), dw);
         K6_PAIR(0);
         K6_PAIR(2);
         K6_PAIR(4);
