@@ -61,11 +61,11 @@ struct mf_spec {
     double m_t1, m_slope, m_td;
     double m_tc; /* and of a draft model's catch-up decode (a round's fixed price: 1-2 tokens mostly) */
     double m_v[MF_SPEC_MAX_DRAFT + 2]; /* and of a pass of n tokens (a cliff where a kernel changes) */
-    int32_t v_n[MF_SPEC_MAX_DRAFT + 2]; /* the passes of n tokens in m_v[n] */
+    int32_t v_n[MF_SPEC_MAX_DRAFT + 2]; /* the passes of n tokens timed (m_v[n] holds all but the first) */
     /* each size of pass, and the draft's steps, are timed from their second on: the first builds its
      * graph and finds the caches cold (a 3-token pass of SmolLM2-135M F16 took 13.1 ms the first
      * time, 11.7 after; its Q4_0 draft's step 5.7 against 4.3 ms) */
-    bool v_seen[MF_SPEC_MAX_DRAFT + 2], td_seen, tc_seen;
+    bool td_seen, tc_seen;
     /* a draft model's calibration: how often a drafted token was kept, by the draft's confidence in
      * it (SPEC_CAL bins of its top probability), as decayed successes / failures; the modelled gain
      * of its recent rounds (tokens per one-token pass, decayed), and whether it is backed off */
@@ -464,7 +464,7 @@ static double best_rate(double per_token, const mf_spec_params *p, double a) {
  * at 14.7 ms, against 11.5 usually, had kept every later round of a reply at one drafted token). */
 static double verify_cost(const mf_spec *s, int32_t j) {
     if (s->greedy && s->timed && s->m_t1 > 0) {
-        if (j + 2 <= MF_SPEC_MAX_DRAFT + 1 && s->v_n[j + 1] >= 2 && s->v_n[j + 2] >= 2)
+        if (j + 2 <= MF_SPEC_MAX_DRAFT + 1 && s->v_n[j + 1] >= 3 && s->v_n[j + 2] >= 3)
             return fmax(0.01, (s->m_v[j + 2] - s->m_v[j + 1]) / s->m_t1);
         if (s->m_slope > 0) return s->m_slope / s->m_t1;
     }
@@ -748,10 +748,9 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(s->ctx) - 1, &rd))) return st;
     if (n > 0) {
         s->st.verify_s += t2 - t1;
-        const bool sized = n <= MF_SPEC_MAX_DRAFT + 1, steady = !sized || s->v_seen[n];
-        if (sized) s->v_seen[n] = true;
+        const bool sized = n <= MF_SPEC_MAX_DRAFT + 1, steady = !sized || s->v_n[n]++ > 0;
         if (steady) {
-            if (sized) decay_time(&s->m_v[n], t2 - t1), s->v_n[n]++;
+            if (sized) decay_time(&s->m_v[n], t2 - t1);
             if (n_draft == 0) decay_time(&s->m_t1, t2 - t1);
             else if (s->m_t1 > 0) {
                 /* a plain mean: a pass's cost per token depends on its size (an F16 pass of 2-4 tokens
