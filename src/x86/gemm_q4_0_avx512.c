@@ -5,6 +5,7 @@
  * Q8_0 activations a as its signed one, sixteen weight rows per vector. */
 #include "cpu/cpu_dot_order.h"
 #include "cpu/cpu_gemm.h"
+#include "x86/gemm_q4_0_packed.h"
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -159,43 +160,8 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t nb,
 #undef MICRO_STORE
 }
 
-/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
- * Per panel of 16 rows, per block i, PBLK = 288 bytes (16 blocks' worth): four 64-byte vectors,
- * vector j lane r = row r's nibble bytes 4j..4j+3 (its values 4j..4j+3 in the low nibbles, 16 + 4j..
- * in the high ones), then the 16 rows' half-float scales. Panel k starts at k * 16 * row_bytes, where
- * its rows start in the file, and its blocks follow each other; rows past the matrix are zero. So a
- * panel slice is the layout above but for splitting the nibbles and widening the scales, and a
- * decode streams each matrix front to back. Block starts are 32 bytes apart from a cache line every
- * other block: the loads are unaligned. */
-#define PBLK (4 * 64 + 16 * 2)
-
-static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
-
-static void pack(const mf_weight *w, void *dst) {
-    const int64_t nb = w->ne[0] / 32, N = w->ne[1];
-    uint8_t *out = dst;
-    for (int64_t ob = 0; ob < N; ob += 16)
-        for (int64_t i = 0; i < nb; i++, out += PBLK) {
-            memset(out, 0, PBLK);
-            for (int r = 0; r < 16 && ob + r < N; r++) {
-                const mf_block_q4_0 *b = (const mf_block_q4_0 *)((const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes) + i;
-                for (int j = 0; j < 4; j++) memcpy(out + 64 * j + 4 * r, b->qs + 4 * j, 4);
-                memcpy(out + 256 + 2 * r, &b->d, 2);
-            }
-        }
-}
-
-/* Row r of the packed weight in the file's blocks (mf_cpu_gemm.packed_row). */
-static void packed_row(const mf_weight *w, int64_t r, void *dst) {
-    const int64_t nb = w->ne[0] / 32;
-    const int lane = (int)(r % 16);
-    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t *o = (uint8_t *)dst + (size_t)i * sizeof(mf_block_q4_0);
-        mf_panel16_half(o, p + (size_t)i * PBLK + 256, lane);
-        mf_panel16_words(o + offsetof(mf_block_q4_0, qs), p + (size_t)i * PBLK, 4, lane);
-    }
-}
+/* ---- the packed layout (gemm_q4_0_packed.h) ---- */
+#define PBLK MF_Q40_PBLK
 
 /* The packed panel at p: blocks [i0, i0 + cn) into the panel slice layout; the same blocks of the
  * panel at next (if any) are prefetched. */
@@ -348,9 +314,9 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 static const mf_cpu_gemm gemm = {.min_tokens = 2,
                                   .scratch_size = scratch_size,
                                   .run = run,
-                                  .packed_size = packed_size,
-                                  .pack = pack,
-                                  .packed_row = packed_row,
+                                  .packed_size = mf_q4_0_packed_size,
+                                  .pack = mf_q4_0_pack,
+                                  .packed_row = mf_q4_0_packed_row,
                                   .packed_aux_tokens = FEW_MAX};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void) { return &gemm; }
