@@ -108,6 +108,34 @@ static inline const uint8_t *mf_gemm_ahead(const mf_weight *w, int64_t o, int64_
     return nt <= few && o + rows < o1 ? (const uint8_t *)w->data + (size_t)(o + rows) * w->row_bytes : NULL;
 }
 
+/* What the passes of a packed few-token path (tokens two at a time over one 16-row panel of
+ * pblk-byte blocks, nb of them, the panel in cache after the first pass) fetch meanwhile, as a byte
+ * offset from the block at hand (0: nothing): the first pass streams the panel eight blocks ahead
+ * into L1; the second pass, computing from cache, fetches the same block of the next panel into L2
+ * (has_next: this thread runs one), so that the memory keeps streaming while it computes. Later
+ * passes fetch nothing. Zen 4, 2 threads, bench_gemm --cold --packed, alternating
+ * builds: q8_0 151936 x 896 (a 0.5B model's output matrix), 4 tokens 5.2-5.7 -> 4.4-5.2 ms, 8
+ * tokens 8.9-9.1 -> 7.6-8.0; q4_1 4864 x 896, 8 tokens 0.22-0.26 -> 0.20-0.22. Into L2 rather than
+ * L1 (a whole panel's lines in one pass are more misses than L1 tracks at once): q8_0 151936 x 896,
+ * medians of four, 4 tokens 6.4 -> 5.9 ms, 8 tokens 10.4 -> 9.3 (the machine slower that hour);
+ * bench_step 0.5B Q4_0, medians of eight, 4 sequences 17.0 -> 15.8 ms, 8 sequences 26.9 -> 23.4.
+ * Into L2, a second pass of one token (3 tokens) gains from it too, where into L1 it had not: q8_0
+ * 151936 x 896, 3 tokens 7.9-11.4 -> 5.5-6.5 ms; bench_step -s 3 14.7 -> 13.5 ms (medians of six). */
+static inline size_t mf_few_pass_ahead(int pass, size_t pblk, int64_t nb, bool has_next) {
+    return pass == 0 ? 8 * pblk : pass == 1 && has_next ? (size_t)nb * pblk : 0;
+}
+
+/* Prefetch the pblk bytes at b + ahead (ahead 0: nothing): the first pass's eight blocks ahead into
+ * L1, the next panel into L2 (mf_few_pass_ahead). A macro: GCC judges a function that only
+ * prefetches free of effects and may delete its calls. */
+#define MF_FEW_PREFETCH(b, ahead, pblk)                                                                               \
+    do {                                                                                                               \
+        if ((ahead) == 8 * (pblk))                                                                                     \
+            for (size_t l_ = 0; l_ < (pblk); l_ += 64) _mm_prefetch((const char *)(b) + (ahead) + l_, _MM_HINT_T0);  \
+        else if (ahead)                                                                                                \
+            for (size_t l_ = 0; l_ < (pblk); l_ += 64) _mm_prefetch((const char *)(b) + (ahead) + l_, _MM_HINT_T1);  \
+    } while (0)
+
 /* AVX-512 VNNI GEMMs (NULL until a type has one); each needs the repacked order (Q4_0, Q4_K: rows a
  * multiple of 8, checked by mf_cpu_gemm_for) or the plain one (Q4_1, Q5_0, Q5_1, Q8_0, Q5_K, Q6_K). */
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void);

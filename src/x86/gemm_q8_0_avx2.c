@@ -13,9 +13,28 @@ static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int n
     q8a_pack(false, w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q8_0), load_q8_0);
 }
 
+static __attribute__((noinline)) void unpack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
+                                             uint8_t *panel, const uint8_t *ahead) {
+    q8a_unpack_packed(w, ob, nr, i0, i1, panel, ahead);
+}
+
+static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
+
+static void pack_weight(const mf_weight *w, void *dst) { q8g_pack(w, dst, false); }
+
+static void packed_row(const mf_weight *w, int64_t r, void *dst) { q8g_packed_row(w, r, dst, false); }
+
+static const mf_cpu_gemm gemm;
+
+/* A packed weight (the layout the AVX-512 GEMM reads too): a few tokens straight from it (q8a_few),
+ * more through panels unpacked from it; else panels packed from the file's blocks. */
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    q8a_run(false, false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
+    if (packed && nt <= Q8A_FEW)
+        q8a_few(w, o0, o1, act, act_row, nt, y, ldy);
+    else
+        q8a_run(false, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* The one-chain order (mf_cpu_dot_q8_0_rp_ref), four tokens a pass over the same panels. */
@@ -27,7 +46,12 @@ static void run_rp(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *ac
 /* min_tokens 5: in bench_gemm (896 x 4864) the GEMM was ahead from 4 tokens (with 2: Q8_0 0.54 vs
  * 0.50 ms on the dots), but a server's four-sequence decode step, where the output matrix is Q8_0,
  * ran faster on the dots (see gemm_q4_0_avx2.c). */
-static const mf_cpu_gemm gemm = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run};
+static const mf_cpu_gemm gemm = {.min_tokens = 5,
+                                  .scratch_size = q8a_scratch_size,
+                                  .run = run,
+                                  .packed_size = packed_size,
+                                  .pack = pack_weight,
+                                  .packed_row = packed_row};
 
 static const mf_cpu_gemm gemm_rp = {.min_tokens = 5, .scratch_size = q8a_scratch_size, .run = run_rp};
 
