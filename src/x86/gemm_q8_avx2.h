@@ -27,6 +27,7 @@
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
 #include "x86/gemm_q8_packed.h"
+#include "x86/gemm_q_1_packed.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
@@ -237,42 +238,61 @@ static inline __attribute__((always_inline)) void q8a_run(bool um, bool chain, q
     }
 }
 
-/* ---- a packed Q8_0 weight (gemm_q8_packed.h: sixteen rows a panel, each 64-byte vector two of ours) ---- */
+/* ---- a packed weight: Q8_0 (gemm_q8_packed.h) or Q4_1 (gemm_q_1_packed.h, um), sixteen rows a
+ * panel, each 64-byte vector two of ours (rows 0-7, then 8-15) ---- */
+
+/* Bytes of a packed block of 16 rows; where its half scales d (and, um, the minimums m) start. */
+static inline size_t q8a_pblk(bool um) { return um ? Q1G_PBLK(false) : Q8G_PBLK(false); }
+static inline size_t q8a_poff_d(bool um) { return um ? Q1G_PBLK(false) - 64 : Q8G_POFF_D(false); }
+
+/* Step p's vector of eight rows (half h) of the packed block b: Q8_0 the signed bytes (vector p);
+ * Q4_1 the codes 4p..4p+3, the low nibbles of vector p (p < 4) or the high ones of vector p - 4. */
+static inline __attribute__((always_inline)) __m256i q8a_packed_step(bool um, const uint8_t *b, int h, int p) {
+    if (!um) return _mm256_loadu_si256((const __m256i *)(b + 64 * p + 32 * h));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * (p & 3) + 32 * h));
+    return _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+}
 
 /* Blocks [i0, i1) of the half of a packed panel that holds rows [ob, ob + 8) into the panel layout
  * above (a q8a_pack_fn: ob is o0 + 8k, and o0 a multiple of 16). The first half's pass fetches the
  * same blocks of the next panel into L2 (rows past the matrix: a prefetch never faults). */
-static inline void q8a_unpack_packed(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1, uint8_t *panel,
-                                     const uint8_t *ahead) {
-    (void)nr, (void)ahead;
-    const size_t pblk = Q8G_PBLK(false);
+static inline __attribute__((always_inline)) void q8a_unpack_packed(bool um, const mf_weight *w, int64_t ob,
+                                                                    int64_t i0, int64_t i1, uint8_t *panel) {
+    const size_t pblk = q8a_pblk(um), off_d = q8a_poff_d(um);
     const int h = (int)(ob / 8 % 2);
     const uint8_t *p = (const uint8_t *)w->packed + (size_t)(ob - 8 * h) * w->row_bytes;
-    for (int64_t i = i0; i < i1; i++, panel += Q8A_BLOCK_BYTES) {
+    for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
         const uint8_t *b = p + (size_t)i * pblk;
         if (h == 0)
             for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 16 * w->row_bytes + l, _MM_HINT_T1);
         __m256i *o = (__m256i *)panel;
         for (int k = 0; k < 8; k++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * k + 32 * h));
+            const __m256i v = q8a_packed_step(um, b, h, k);
+            if (um) {
+                _mm256_store_si256(o + k, v);
+                continue;
+            }
             _mm256_store_si256(o + 2 * k, _mm256_sign_epi8(v, v));
             _mm256_store_si256(o + 2 * k + 1, v);
         }
-        _mm256_store_ps((float *)(o + 16),
-                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + Q8G_POFF_D(false) + 16 * h))));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + off_d + 16 * h)));
+        _mm256_store_ps((float *)(o + (um ? 8 : 16)), d);
+        if (um) _mm256_store_ps((float *)(o + 9), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + off_d + 32 + 16 * h))));
     }
 }
 
 /* One token against half h (rows 8h..8h+7) of the packed panel at p, nb blocks, straight from the
- * packed bytes: the steps of q8a_token, with |w| formed in registers instead of read from a panel
- * copy. Pass k of a panel's n_pass fetches the k-th of n_pass equal parts of the next panel (next,
- * NULL: none) into L2, spread over its blocks, so that the memory streams at an even pace while the
- * passes compute from cache (the first pass's reads are the part fetched a panel earlier). */
-static inline __attribute__((always_inline)) void q8a_few_pass(const uint8_t *p, int h, int64_t nb, const uint8_t *a,
-                                                               const uint8_t *next, int k, int n_pass, float *y,
-                                                               __m256i mask) {
-    const size_t pblk = Q8G_PBLK(false);
-    __m256 acc[8];
+ * packed bytes: the steps of q8a_token, with Q8_0's |w| (Q4_1's codes) formed in registers instead
+ * of read from a panel copy. Pass k of a panel's n_pass fetches the k-th of n_pass equal parts of the
+ * next panel (next, NULL: none) into L2, spread over its blocks, so that the memory streams at an
+ * even pace while the passes compute from cache (the first pass's reads are the part fetched a panel
+ * earlier). */
+static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const uint8_t *p, int h, int64_t nb,
+                                                               const uint8_t *a, const uint8_t *next, int k, int n_pass,
+                                                               float *y, __m256i mask) {
+    const size_t pblk = q8a_pblk(um), off_d = q8a_poff_d(um);
+    const size_t bb = um ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
+    __m256 acc[8], sm = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * pblk;
@@ -281,24 +301,30 @@ static inline __attribute__((always_inline)) void q8a_few_pass(const uint8_t *p,
             const uintptr_t hi = (uintptr_t)(next + (size_t)(k * nb + i + 1) * pblk / (size_t)n_pass);
             for (uintptr_t l = lo; l < hi; l += 64) _mm_prefetch((const char *)l, _MM_HINT_T1);
         }
-        const mf_block_q8_0 *ab = (const mf_block_q8_0 *)a + i;
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + Q8G_POFF_D(false) + 16 * h))),
-                                       _mm256_set1_ps(_cvtsh_ss(ab->d)));
+        const uint8_t *ab = a + (size_t)i * bb, *q = ab + (bb - 32); /* the quants end each activation block */
+        uint16_t hs[2];
+        memcpy(hs, ab, um ? 4 : 2);
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + off_d + 16 * h))),
+                                       _mm256_set1_ps(_cvtsh_ss(hs[0])));
+        if (um)
+            sm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + off_d + 32 + 16 * h))),
+                                 _mm256_set1_ps(_cvtsh_ss(hs[1])), sm);
         for (int j = 0; j < 8; j++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * j + 32 * h));
-            const __m256i s = _mm256_sign_epi8(mf_avx2_bcast4(ab->qs + 4 * j), v);
-            const __m256i l = mf_avx2_dpbusd(_mm256_setzero_si256(), _mm256_sign_epi8(v, v), s);
+            const __m256i v = q8a_packed_step(um, b, h, j), x = mf_avx2_bcast4(q + 4 * j);
+            const __m256i l = um ? mf_avx2_dpbusd(_mm256_setzero_si256(), v, x)
+                                 : mf_avx2_dpbusd(_mm256_setzero_si256(), _mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
             acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[j]);
         }
     }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+    if (um) s = _mm256_add_ps(s, sm);
     _mm256_maskstore_ps(y, mask, s);
 }
 
 /* Up to Q8A_FEW tokens (a decode step, the decode steps of several sequences, a speculative
- * verification) from a packed Q8_0 weight with no panel copy: per 16-row panel, one pass per half
- * and token, computing from cache after the first while the next panel streams in. Each token keeps
+ * verification) from a packed weight with no panel copy: per 16-row panel, one pass per half and
+ * token, computing from cache after the first while the next panel streams in. Each token keeps
  * eight accumulators of eight rows (the sixteen registers hold no second token's), so a pass per
  * token. A thread's first panel is fetched as it is read. Zen 3, 2 threads: a 0.5B model's output
  * matrix from memory (`bench_gemm --cold --packed q8_0 151936 896 4`, six alternations against the
@@ -307,9 +333,15 @@ static inline __attribute__((always_inline)) void q8a_few_pass(const uint8_t *p,
  * -> 0.040-0.051. With the next panel fetched all in the second pass (as the AVX-512 path does) four
  * tokens took 16-18 ms: the later passes left the memory idle. */
 #define Q8A_FEW 8
+/* Q4_1's codes are split from the nibbles again in every pass: from five tokens on, panels unpacked
+ * once for all of them (q8a_run) were faster (`bench_gemm --cold --packed q4_1 4864 896 T`, Zen 3, 2
+ * threads: 8 tokens 0.44-0.52 against 0.45-0.80 ms; 1-3 tokens the passes 0.08-0.17 against
+ * 0.13-0.26). */
+#define Q8A_FEW_UM 4
 
-static inline void q8a_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                           float *y, size_t ldy) {
+static inline __attribute__((always_inline)) void q8a_few(bool um, const mf_weight *w, int64_t o0, int64_t o1,
+                                                          const uint8_t *act, size_t act_row, int64_t nt, float *y,
+                                                          size_t ldy) {
     const int64_t nb = w->ne[0] / 32;
     for (int64_t o = o0; o < o1; o += 16) {
         const int64_t nr = MF_MIN(16, o1 - o);
@@ -319,7 +351,7 @@ static inline void q8a_few(const mf_weight *w, int64_t o0, int64_t o1, const uin
         for (int h = 0; h < nh; h++) {
             const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
             for (int64_t t = 0; t < nt; t++)
-                q8a_few_pass(p, h, nb, act + (size_t)t * act_row, next, h * (int)nt + (int)t, n_pass,
+                q8a_few_pass(um, p, h, nb, act + (size_t)t * act_row, next, h * (int)nt + (int)t, n_pass,
                              y + (size_t)t * ldy + o + 8 * h, mask);
         }
     }
