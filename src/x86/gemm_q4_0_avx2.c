@@ -160,6 +160,30 @@ static void unpack_panel(const uint8_t *p, int h, int64_t i0, int64_t cn, uint8_
     }
 }
 
+/* Half h (rows 8h..8h+7) of the packed block b: its eight steps' nibbles into q (as the panel layout
+ * holds them) and its rows' scales, returned as floats. */
+static inline __attribute__((always_inline)) __m256 packed_half(const uint8_t *b, int h, __m256i q[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(b + 64 * j + 32 * h));
+        q[j] = _mm256_and_si256(u, m4);
+        q[4 + j] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 256 + 16 * h)));
+}
+
+/* One token's chain step over that half: qa its 32 quants of the block, c and da its correction and
+ * scale (the side data), dw the rows' scales. */
+static inline __attribute__((always_inline)) __m256 packed_step(const __m256i q[8], const uint8_t *qa, int32_t c,
+                                                                __m256 dw, float da, __m256 s) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    (void)ones16; /* the AVX-VNNI build sums in int32 */
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) acc = MF_Q40_MUL(acc, q[k], mf_avx2_bcast4(qa + 4 * k));
+    const __m256i sum = _mm256_add_epi32(MF_Q40_SUM(acc), _mm256_set1_epi32(c));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(da)), s);
+}
+
 /* Up to FEW_MAX tokens (decode, the decode steps of several sequences, speculative verifications)
  * straight from a packed weight, with no panel scratch: per block, each half's nibbles are split in
  * registers and used by up to FEW tokens, a panel's further tokens in further passes over it while
@@ -181,8 +205,6 @@ static inline __attribute__((always_inline)) void few_panel(const int T, int64_t
                                                             const uint8_t *act, size_t act_row, float *y, size_t ldy,
                                                             __m256i mask1) {
     const size_t aux_at = mf_cpu_q4_0_aux_offset(32 * nb);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
-    (void)ones16; /* the AVX-VNNI build sums in int32 */
     __m256 s[2][FEW];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) s[h][t] = _mm256_setzero_ps();
@@ -195,19 +217,10 @@ static inline __attribute__((always_inline)) void few_panel(const int T, int64_t
         for (int t = 0; t < T; t++) mf_cpu_q4_0_aux_get(act + (size_t)t * act_row + aux_at, nb, i, &c[t], &da[t]);
         for (int h = 0; h < nh; h++) {
             __m256i q[8];
-            for (int j = 0; j < 4; j++) {
-                const __m256i u = _mm256_loadu_si256((const __m256i *)(b + 64 * j + 32 * h));
-                q[j] = _mm256_and_si256(u, m4);
-                q[4 + j] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
-            }
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 256 + 16 * h)));
-            for (int t = 0; t < T; t++) {
-                const uint8_t *qa = act + (size_t)t * act_row + (size_t)i * sizeof(mf_block_q8_0) + 2;
-                __m256i acc = _mm256_setzero_si256();
-                for (int k = 0; k < 8; k++) acc = MF_Q40_MUL(acc, q[k], mf_avx2_bcast4(qa + 4 * k));
-                const __m256i sum = _mm256_add_epi32(MF_Q40_SUM(acc), _mm256_set1_epi32(c[t]));
-                s[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(da[t])), s[h][t]);
-            }
+            const __m256 dw = packed_half(b, h, q);
+            for (int t = 0; t < T; t++)
+                s[h][t] = packed_step(q, act + (size_t)t * act_row + (size_t)i * sizeof(mf_block_q8_0) + 2, c[t], dw, da[t],
+                                      s[h][t]);
         }
     }
     for (int t = 0; t < T; t++) {
@@ -228,8 +241,6 @@ static inline __attribute__((always_inline)) void few_half(const int T, int64_t 
                                                            const uint8_t *act, size_t act_row, float *y, size_t ldy,
                                                            __m256i mask) {
     const size_t aux_at = mf_cpu_q4_0_aux_offset(32 * nb);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
-    (void)ones16; /* the AVX-VNNI build sums in int32 */
     const char *next = (const char *)p + (size_t)nb * MF_Q40_PBLK + (size_t)h * nb * (MF_Q40_PBLK / 2);
     __m256 s[FEW];
     for (int t = 0; t < T; t++) s[t] = _mm256_setzero_ps();
@@ -240,22 +251,13 @@ static inline __attribute__((always_inline)) void few_half(const int T, int64_t 
         _mm_prefetch(f + 64, _MM_HINT_T1);
         _mm_prefetch(f + 128, _MM_HINT_T1);
         __m256i q[8];
-        for (int j = 0; j < 4; j++) {
-            const __m256i u = _mm256_loadu_si256((const __m256i *)(b + 64 * j + 32 * h));
-            q[j] = _mm256_and_si256(u, m4);
-            q[4 + j] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 256 + 16 * h)));
+        const __m256 dw = packed_half(b, h, q);
         for (int t = 0; t < T; t++) {
             const uint8_t *at = act + (size_t)t * act_row;
-            const uint8_t *qa = at + (size_t)i * sizeof(mf_block_q8_0) + 2;
             int32_t c;
             float da;
             mf_cpu_q4_0_aux_get(at + aux_at, nb, i, &c, &da);
-            __m256i acc = _mm256_setzero_si256();
-            for (int k = 0; k < 8; k++) acc = MF_Q40_MUL(acc, q[k], mf_avx2_bcast4(qa + 4 * k));
-            const __m256i sum = _mm256_add_epi32(MF_Q40_SUM(acc), _mm256_set1_epi32(c));
-            s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(da)), s[t]);
+            s[t] = packed_step(q, at + (size_t)i * sizeof(mf_block_q8_0) + 2, c, dw, da, s[t]);
         }
     }
     for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (size_t)t * ldy, mask, s[t]);
