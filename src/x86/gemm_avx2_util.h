@@ -56,6 +56,21 @@ static inline __attribute__((always_inline)) void mf_avx2_transpose8_i32(const _
     }
 }
 
+/* The 6-bit scales and mins of eight rows' Q4_K / Q5_K super-blocks (one row per i32 lane), four bytes
+ * per lane, from the scale words u0, u1, u2 (bytes 0..3, 4..7, 8..11 of the 12 scale bytes):
+ * sub-blocks 0..3 keep the low 6 bits of bytes 0..3 (scales, *s0) and 4..7 (mins, *m0); 4..7 take
+ * the nibbles of bytes 8..11 with the top 2 bits of bytes 0..3 (scales, *s1) or 4..7 (mins, *m1) as
+ * bits 4..5 (gemm_avx512_util.h's mf_k_scale_words on eight lanes). */
+static inline void mf_avx2_k_scale_words(__m256i u0, __m256i u1, __m256i u2, __m256i *s0, __m256i *s1, __m256i *m0,
+                                         __m256i *m1) {
+    const __m256i lo6 = _mm256_set1_epi8(0x3F), lo4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x03);
+    *s0 = _mm256_and_si256(u0, lo6);
+    *m0 = _mm256_and_si256(u1, lo6);
+    *s1 = _mm256_or_si256(_mm256_and_si256(u2, lo4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), top2), 4));
+    *m1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
+}
+
 /* All-ones in the first nr of 8 lanes (maskload / maskstore of a partial panel's outputs). */
 static inline __m256i mf_avx2_row_mask(int nr) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -19,6 +19,7 @@
  * in scratch between slices. */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
+#include "x86/gemm_q4_k_packed.h"
 #include "simd/kquant_common.h"
 
 #include <string.h>
@@ -143,8 +144,167 @@ static void min_chain(const uint8_t *panel, int64_t i0, int64_t i1, const mf_blo
     _mm256_store_ps((float *)sm, m);
 }
 
+/* ---- a packed weight (gemm_q4_k_packed.h: sixteen rows a panel, each 64-byte vector two of ours) ---- */
+
+/* Eight lanes' 16-bit values (each below 65536) as eight halves in order, for vcvtph2ps. */
+static inline __m128i lanes16(__m256i x) {
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08));
+}
+
+/* The scales of half h (rows 8h..8h+7) of the packed super-block b: h2f(d) and h2f(dmin) of the
+ * rows, and their scale and min bytes (mf_avx2_k_scale_words). */
+static inline __attribute__((always_inline)) void packed_scales(const uint8_t *b, int h, __m256 *d, __m256 *dm,
+                                                                __m256i *s0, __m256i *s1, __m256i *m0,
+                                                                __m256i *m1) {
+    const __m256i *v = (const __m256i *)(b + 32 * h);
+    const __m256i hd = _mm256_loadu_si256(v + 2 * 32);
+    *d = _mm256_cvtph_ps(lanes16(_mm256_and_si256(hd, _mm256_set1_epi32(0xFFFF))));
+    *dm = _mm256_cvtph_ps(lanes16(_mm256_srli_epi32(hd, 16)));
+    mf_avx2_k_scale_words(_mm256_loadu_si256(v + 2 * 33), _mm256_loadu_si256(v + 2 * 34), _mm256_loadu_si256(v + 2 * 35),
+                          s0, s1, m0, m1);
+}
+
+/* The (sc[j], sc[j]) pair vector of sub-block j, and the (mn[2c], mn[2c+1]) one of pair c, from the
+ * scale bytes. */
+static inline __m256i sc_pair(__m256i s0, __m256i s1, int j) {
+    const __m256i x = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s0 : s1, 8 * (j % 4)), _mm256_set1_epi32(0xFF));
+    return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+static inline __m256i mn_pair(__m256i m0, __m256i m1, int c) {
+    const __m256i x = _mm256_srli_epi32(c < 2 ? m0 : m1, 16 * (c % 2)); /* its bytes 0, 1 */
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFF)),
+                           _mm256_and_si256(_mm256_slli_epi32(x, 8), _mm256_set1_epi32(0xFF0000)));
+}
+
+/* Super-blocks [i0, i1) of the half of a packed panel that holds rows [ob, ob + 8) into the panel
+ * layout above (ob is o0 + 8k, o0 a multiple of 16); the first half's pass fetches the same
+ * super-blocks of the next panel into L2 (past the matrix: a prefetch never faults). */
+static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8_t *panel) {
+    const size_t sbb = MF_Q4K_PVEC * 64;
+    const int h = (int)(ob / 8 % 2);
+    const uint8_t *pk = (const uint8_t *)w->packed + (size_t)(ob - 8 * h) * w->row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = i0; i < i1; i++, panel += KA_BLOCK_BYTES) {
+        const uint8_t *b = pk + (size_t)i * sbb;
+        if (h == 0)
+            for (size_t l = 0; l < sbb; l += 64) _mm_prefetch((const char *)b + 16 * w->row_bytes + l, _MM_HINT_T1);
+        __m256i *p = (__m256i *)panel;
+        for (int c = 0; c < 4; c++)
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * (8 * c + k) + 32 * h));
+                _mm256_store_si256(p + 8 * (2 * c) + k, _mm256_and_si256(v, m4));
+                _mm256_store_si256(p + 8 * (2 * c + 1) + k, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+        __m256 d, dm;
+        __m256i s0, s1, m0, m1;
+        packed_scales(b, h, &d, &dm, &s0, &s1, &m0, &m1);
+        for (int j = 0; j < 8; j++) _mm256_store_si256(p + 64 + j, sc_pair(s0, s1, j));
+        for (int c = 0; c < 4; c++) _mm256_store_si256(p + 72 + c, mn_pair(m0, m1, c));
+        _mm256_store_ps((float *)(p + 76), d);
+        _mm256_store_ps((float *)(p + 77), dm);
+    }
+}
+
+/* One or two tokens (a decode step) against half h of the packed panel at p, nsb super-blocks,
+ * straight from the packed bytes: tile's sums and min_chain's minimums in one pass, their chains
+ * stepped as there. Pass k of a panel's n_pass fetches the k-th of n_pass equal parts of the next
+ * panel (next, NULL: none) into L2, spread over its super-blocks (q8a_few_pass in gemm_q8_avx2.h). */
+static inline __attribute__((always_inline)) void few(const int T, const uint8_t *p, int h, int64_t nsb,
+                                                      const uint8_t *act, size_t act_row, const uint8_t *next, int k,
+                                                      int n_pass, float *y, size_t ldy, __m256i mask) {
+    const size_t sbb = MF_Q4K_PVEC * 64;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, m[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *b = p + (size_t)i * sbb;
+        if (next) {
+            const uintptr_t lo = (uintptr_t)(next + (size_t)(k * nsb + i) * sbb / (size_t)n_pass) & ~(uintptr_t)63;
+            const uintptr_t hi = (uintptr_t)(next + (size_t)(k * nsb + i + 1) * sbb / (size_t)n_pass);
+            for (uintptr_t l = lo; l < hi; l += 64) _mm_prefetch((const char *)l, _MM_HINT_T1);
+        }
+        const mf_block_q8_K *a[2];
+        for (int t = 0; t < T; t++) a[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + i;
+        __m256 d, dm;
+        __m256i s0, s1, m0, m1;
+        packed_scales(b, h, &d, &dm, &s0, &s1, &m0, &m1);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[2], hi[2];
+            for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm256_setzero_si256();
+            for (int kk = 0; kk < 8; kk++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * (8 * c + kk) + 32 * h));
+                const __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int t = 0; t < T; t++) {
+                    const int8_t *q = a[t]->qs + 64 * c + 4 * kk;
+                    lo[t] = _mm256_adds_epi16(lo[t], _mm256_maddubs_epi16(vl, mf_avx2_bcast4(q)));
+                    hi[t] = _mm256_adds_epi16(hi[t], _mm256_maddubs_epi16(vh, mf_avx2_bcast4(q + 32)));
+                }
+            }
+            const __m256i sl = sc_pair(s0, s1, 2 * c), sh = sc_pair(s0, s1, 2 * c + 1);
+            for (int t = 0; t < T; t++) {
+                const __m256i u = _mm256_add_epi32(_mm256_madd_epi16(lo[t], sl), _mm256_madd_epi16(hi[t], sh));
+                s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(d, _mm256_broadcast_ss(&a[t]->d)), s[t]);
+            }
+        }
+        for (int t = 0; t < T; t++) { /* the minimums' chain, as min_chain */
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)a[t]->bsums);
+            const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            const __m256 dmt = _mm256_mul_ps(dm, _mm256_broadcast_ss(&a[t]->d));
+            int32_t sp4[4];
+            _mm_storeu_si128((__m128i *)sp4, s8);
+            for (int c = 0; c < 4; c++) {
+                const __m256i ms = _mm256_madd_epi16(mn_pair(m0, m1, c), _mm256_set1_epi32(sp4[c]));
+                m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dmt, m[t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (size_t)t * ldy, mask, _mm256_sub_ps(s[t], m[t]));
+}
+
+static void few_1(const uint8_t *p, int h, int64_t nsb, const uint8_t *act, size_t act_row, const uint8_t *next,
+                  int k, int n_pass, float *y, size_t ldy, __m256i mask) {
+    few(1, p, h, nsb, act, act_row, next, k, n_pass, y, ldy, mask);
+}
+static void few_2(const uint8_t *p, int h, int64_t nsb, const uint8_t *act, size_t act_row, const uint8_t *next,
+                  int k, int n_pass, float *y, size_t ldy, __m256i mask) {
+    few(2, p, h, nsb, act, act_row, next, k, n_pass, y, ldy, mask);
+}
+
+/* Up to KA_FEW tokens from a packed weight: per 16-row panel and half, a pass per two tokens. More
+ * tokens go through panels unpacked from the copy (unpack), whose slices serve tiles of three. Zen 3,
+ * 2 threads, weights from memory, `bench_gemm --cold [--packed] q4_k N K T` against the commit
+ * before (the dots and the GEMM on the file's layout), 896 x 4864 and 4864 x 1024: 1 token
+ * 0.085-0.154 -> 0.089-0.126 ms, 2 tokens 0.17-0.34 -> 0.09-0.12, 4 tokens 0.26-0.45 -> 0.15-0.20
+ * (through unpacked panels 0.22-0.40), 8 tokens 0.38-0.56 -> 0.28-0.40 (unpacked 0.41-0.50); from 16
+ * the two ways were level. */
+#define KA_FEW 8
+
+static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                    float *y, size_t ldy) {
+    const int64_t nsb = w->ne[0] / 256;
+    for (int64_t o = o0; o < o1; o += 16) {
+        const int64_t nr = MF_MIN(16, o1 - o);
+        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+        const uint8_t *next = o + 16 < o1 ? p + 16 * w->row_bytes : NULL;
+        const int nh = nr > 8 ? 2 : 1, np = nh * (int)((nt + 1) / 2);
+        int k = 0;
+        for (int h = 0; h < nh; h++) {
+            const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
+            for (int64_t t0 = 0; t0 < nt; t0 += 2, k++)
+                (nt - t0 == 1 ? few_1 : few_2)(p, h, nsb, act + (size_t)t0 * act_row, act_row, next, k, np,
+                                               y + (size_t)t0 * ldy + o + 8 * h, ldy, mask);
+        }
+    }
+}
+
+static const mf_cpu_gemm gemm;
+
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
+    if (packed && nt <= KA_FEW) {
+        run_few(w, o0, o1, act, act_row, nt, y, ldy);
+        return;
+    }
     const int64_t nb = w->ne[0] / 256, mc = max_chunk(nb);
     uint8_t *panel = scratch;
     __m256 *state = (__m256 *)(panel + (size_t)KA_SLICE * KA_BLOCK_BYTES); /* [t][s, sm] */
@@ -156,7 +316,10 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             const uint8_t *ahead = mf_gemm_ahead(w, ob, 8, o1, nt, 32);
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                pack(w, ob, nr, i0, i1, panel, ahead);
+                if (packed)
+                    unpack(w, ob, i0, i1, panel);
+                else
+                    pack(w, ob, nr, i0, i1, panel, ahead);
                 for (int64_t t = 0; t < n; t += KA_TILE) {
                     const mf_block_q8_K *a[KA_TILE];
                     __m256 *st[KA_TILE];
@@ -183,9 +346,15 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     }
 }
 
-/* min_tokens 2: with the weights streamed ahead (MF_GEMM_STREAM_AHEAD) the GEMM beats the four-row
- * dots from 2 tokens (bench_gemm --cold, 2 threads, Zen 5 at the AVX2 level, 4864 x 1024, 2 tokens:
- * Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41, Q6_K 0.26 vs 0.47; 1024 x 4864 alike). */
-static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
+/* min_tokens 2 for a weight in the file's layout: with the weights streamed ahead
+ * (MF_GEMM_STREAM_AHEAD) the GEMM beats the four-row dots from 2 tokens (bench_gemm --cold, 2
+ * threads, Zen 5 at the AVX2 level, 4864 x 1024, 2 tokens: Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41,
+ * Q6_K 0.26 vs 0.47; 1024 x 4864 alike). A packed weight takes this GEMM for every token count. */
+static const mf_cpu_gemm gemm = {.min_tokens = 2,
+                                  .scratch_size = scratch_size,
+                                  .run = run,
+                                  .packed_size = mf_q4_k_packed_size,
+                                  .pack = mf_q4_k_pack,
+                                  .packed_row = mf_q4_k_packed_row};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx2(void) { return &gemm; }

@@ -5,6 +5,7 @@
  * twin mf_cpu_dot_q4_K_rp_ref's), whatever tile its token falls in. */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx512_util.h"
+#include "x86/gemm_q4_k_packed.h"
 #include "core/core.h"
 #include "quant/quant.h"
 
@@ -27,7 +28,7 @@
  * hold values 4k..4k+3 of both. A zmm lane r carries row r, so vpdpbusd of the unpacked nibble
  * bytes of 16 rows against the token's 4 activation bytes broadcast adds 4 products per row. */
 
-enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256, PVEC = 36 };
+enum { RV = 2, ROWS = 16 * RV, TT = 4, TC_MAX = 256, QK = 256, PVEC = MF_Q4K_PVEC };
 
 /* One super-block of a block of 32 rows (two vectors of 16: [rv]), lane r of vector rv = row 16rv+r. */
 typedef struct {
@@ -111,41 +112,7 @@ static void unpack16(const uint8_t *w0, size_t rb, int nr, int64_t nsb, sb_panel
     }
 }
 
-/* ---- the packed layout (mf_weight.packed, cpu_gemm.h) ----
- * Per panel of 16 rows and super-block, 36 vectors of 64 bytes (the 16 super-blocks' 2304 bytes in
- * the file): vectors 0..31, lane r = qs dword j of row r; vector 32, lane r = row r's d | dmin << 16;
- * vectors 33..35, lane r = its scale words u0, u1, u2. Panel k starts at k * 16 * row_bytes, where
- * its rows start in the file, its super-blocks in order; rows past the matrix are zero. unpack16
- * then loads what it otherwise gathers and transposes (PVEC vectors a super-block). */
-
-static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, QK); }
-
-static void pack(const mf_weight *w, void *dst) {
-    const int64_t nsb = w->ne[0] / QK, N = w->ne[1];
-    uint8_t *out = dst;
-    for (int64_t ob = 0; ob < N; ob += 16)
-        for (int64_t sb = 0; sb < nsb; sb++, out += PVEC * 64) {
-            memset(out, 0, PVEC * 64);
-            for (int r = 0; r < 16 && ob + r < N; r++) {
-                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)sb * sizeof(mf_block_q4_K);
-                for (int j = 0; j < 32; j++) memcpy(out + 64 * j + 4 * r, b + offsetof(mf_block_q4_K, qs) + 4 * j, 4);
-                for (int u = 0; u < 4; u++) memcpy(out + 64 * (32 + u) + 4 * r, b + 4 * u, 4); /* d|dmin, u0 u1 u2 */
-            }
-        }
-}
-
-/* Row r of the packed weight in the file's super-blocks (mf_cpu_gemm.packed_row). */
-static void packed_row(const mf_weight *w, int64_t r, void *dst) {
-    const int64_t nsb = w->ne[0] / QK;
-    const int lane = (int)(r % 16);
-    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *b = p + (size_t)sb * PVEC * 64;
-        uint8_t *o = (uint8_t *)dst + (size_t)sb * sizeof(mf_block_q4_K);
-        mf_panel16_words(o + offsetof(mf_block_q4_K, qs), b, 32, lane);
-        mf_panel16_words(o, b + 64 * 32, 4, lane); /* d|dmin, the scale words */
-    }
-}
+/* ---- the packed layout: gemm_q4_k_packed.h ---- */
 
 static inline int32_t load_i32(const void *p) {
     int32_t v;
@@ -378,8 +345,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 static const mf_cpu_gemm gemm = {.min_tokens = 6,
                                   .scratch_size = scratch_size,
                                   .run = run,
-                                  .packed_size = packed_size,
-                                  .pack = pack,
-                                  .packed_row = packed_row};
+                                  .packed_size = mf_q4_k_packed_size,
+                                  .pack = mf_q4_k_pack,
+                                  .packed_row = mf_q4_k_packed_row};
 
 const mf_cpu_gemm *mf_cpu_gemm_q4_K_avx512(void) { return &gemm; }
