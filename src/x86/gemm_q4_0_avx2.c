@@ -145,21 +145,6 @@ static inline __attribute__((always_inline)) void micro(const int T, int64_t cn,
 
 /* ---- a packed weight (gemm_q4_0_packed.h: sixteen rows a panel, each 64-byte vector two of ours) ---- */
 
-/* Half h (rows 8h..8h+7) of the packed panel at p: blocks [i0, i0 + cn) into the panel layout above. */
-static void unpack_panel(const uint8_t *p, int h, int64_t i0, int64_t cn, uint8_t *panel) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = i0; i < i0 + cn; i++, panel += PBLK) {
-        const uint8_t *b = p + (size_t)i * MF_Q40_PBLK;
-        __m256i *o = (__m256i *)panel;
-        for (int k = 0; k < 4; k++) {
-            const __m256i u = _mm256_loadu_si256((const __m256i *)(b + 64 * k + 32 * h));
-            _mm256_store_si256(o + k, _mm256_and_si256(u, m4));
-            _mm256_store_si256(o + 4 + k, _mm256_and_si256(_mm256_srli_epi16(u, 4), m4));
-        }
-        _mm256_store_ps((float *)(o + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 256 + 16 * h))));
-    }
-}
-
 /* Half h (rows 8h..8h+7) of the packed block b: its eight steps' nibbles into q (as the panel layout
  * holds them) and its rows' scales, returned as floats. */
 static inline __attribute__((always_inline)) __m256 packed_half(const uint8_t *b, int h, __m256i q[8]) {
@@ -170,6 +155,16 @@ static inline __attribute__((always_inline)) __m256 packed_half(const uint8_t *b
         q[4 + j] = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4);
     }
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 256 + 16 * h)));
+}
+
+/* Half h (rows 8h..8h+7) of the packed panel at p: blocks [i0, i0 + cn) into the panel layout above. */
+static void unpack_panel(const uint8_t *p, int h, int64_t i0, int64_t cn, uint8_t *panel) {
+    for (int64_t i = i0; i < i0 + cn; i++, panel += PBLK) {
+        __m256i q[8], *o = (__m256i *)panel;
+        const __m256 dw = packed_half(p + (size_t)i * MF_Q40_PBLK, h, q);
+        for (int k = 0; k < 8; k++) _mm256_store_si256(o + k, q[k]);
+        _mm256_store_ps((float *)(o + 8), dw);
+    }
 }
 
 /* One token's chain step over that half: qa its 32 quants of the block, c and da its correction and
