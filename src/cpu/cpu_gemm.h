@@ -136,6 +136,21 @@ static inline size_t mf_few_pass_ahead(int pass, size_t pblk, int64_t nb, bool h
             for (size_t l_ = 0; l_ < (pblk); l_ += 64) _mm_prefetch((const char *)(b) + (ahead) + l_, _MM_HINT_T1);  \
     } while (0)
 
+/* Pass k of the n_pass passes a few-token path makes over a panel of nb blocks of pblk bytes fetches,
+ * at block i, its share of the k-th of n_pass equal parts of the next panel (next, contiguous with
+ * this one; NULL: none) into L2: the AVX2 paths pass over each panel once per half and token (or
+ * pair of tokens), and so the memory streams at an even pace while the later passes compute from
+ * cache (fetching the whole next panel in one pass left it idle through the others). A macro, as
+ * above. */
+#define MF_FEW_PREFETCH_SHARE(next, k, n_pass, nb, i, pblk)                                                            \
+    do {                                                                                                               \
+        if (next) {                                                                                                    \
+            const uintptr_t lo_ = (uintptr_t)((const char *)(next) + (size_t)((k) * (nb) + (i)) * (pblk) / (size_t)(n_pass)) & ~(uintptr_t)63; \
+            const uintptr_t hi_ = (uintptr_t)((const char *)(next) + (size_t)((k) * (nb) + (i) + 1) * (pblk) / (size_t)(n_pass)); \
+            for (uintptr_t l_ = lo_; l_ < hi_; l_ += 64) _mm_prefetch((const char *)l_, _MM_HINT_T1);                \
+        }                                                                                                              \
+    } while (0)
+
 /* AVX-512 VNNI GEMMs (NULL until a type has one); each needs the repacked order (Q4_0, Q4_K: rows a
  * multiple of 8, checked by mf_cpu_gemm_for) or the plain one (Q4_1, Q5_0, Q5_1, Q8_0, Q5_K, Q6_K). */
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avx512(void);

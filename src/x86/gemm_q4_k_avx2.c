@@ -207,8 +207,8 @@ static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8
 
 /* One or two tokens (a decode step) against half h of the packed panel at p, nsb super-blocks,
  * straight from the packed bytes: tile's sums and min_chain's minimums in one pass, their chains
- * stepped as there. Pass k of a panel's n_pass fetches the k-th of n_pass equal parts of the next
- * panel (next, NULL: none) into L2, spread over its super-blocks (q8a_few_pass in gemm_q8_avx2.h). */
+ * stepped as there. Pass k of a panel's n_pass fetches its share of the next panel (next, NULL:
+ * none; MF_FEW_PREFETCH_SHARE). */
 static inline __attribute__((always_inline)) void few(const int T, const uint8_t *p, int h, int64_t nsb,
                                                       const uint8_t *act, size_t act_row, const uint8_t *next, int k,
                                                       int n_pass, float *y, size_t ldy, __m256i mask) {
@@ -217,11 +217,7 @@ static inline __attribute__((always_inline)) void few(const int T, const uint8_t
     __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, m[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *b = p + (size_t)i * sbb;
-        if (next) {
-            const uintptr_t lo = (uintptr_t)(next + (size_t)(k * nsb + i) * sbb / (size_t)n_pass) & ~(uintptr_t)63;
-            const uintptr_t hi = (uintptr_t)(next + (size_t)(k * nsb + i + 1) * sbb / (size_t)n_pass);
-            for (uintptr_t l = lo; l < hi; l += 64) _mm_prefetch((const char *)l, _MM_HINT_T1);
-        }
+        MF_FEW_PREFETCH_SHARE(next, k, n_pass, nsb, i, sbb);
         const mf_block_q8_K *a[2];
         for (int t = 0; t < T; t++) a[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + i;
         __m256 d, dm;

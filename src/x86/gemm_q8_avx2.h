@@ -283,10 +283,8 @@ static inline __attribute__((always_inline)) void q8a_unpack_packed(bool um, con
 
 /* One token against half h (rows 8h..8h+7) of the packed panel at p, nb blocks, straight from the
  * packed bytes: the steps of q8a_token, with Q8_0's |w| (Q4_1's codes) formed in registers instead
- * of read from a panel copy. Pass k of a panel's n_pass fetches the k-th of n_pass equal parts of the
- * next panel (next, NULL: none) into L2, spread over its blocks, so that the memory streams at an
- * even pace while the passes compute from cache (the first pass's reads are the part fetched a panel
- * earlier). */
+ * of read from a panel copy. Pass k of a panel's n_pass fetches its share of the next panel (next,
+ * NULL: none; MF_FEW_PREFETCH_SHARE); the first pass reads what was fetched a panel earlier. */
 static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const uint8_t *p, int h, int64_t nb,
                                                                const uint8_t *a, const uint8_t *next, int k, int n_pass,
                                                                float *y, __m256i mask) {
@@ -296,11 +294,7 @@ static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const ui
     for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * pblk;
-        if (next) {
-            const uintptr_t lo = (uintptr_t)(next + (size_t)(k * nb + i) * pblk / (size_t)n_pass) & ~(uintptr_t)63;
-            const uintptr_t hi = (uintptr_t)(next + (size_t)(k * nb + i + 1) * pblk / (size_t)n_pass);
-            for (uintptr_t l = lo; l < hi; l += 64) _mm_prefetch((const char *)l, _MM_HINT_T1);
-        }
+        MF_FEW_PREFETCH_SHARE(next, k, n_pass, nb, i, pblk);
         const uint8_t *ab = a + (size_t)i * bb, *q = ab + (bb - 32); /* the quants end each activation block */
         uint16_t hs[2];
         memcpy(hs, ab, um ? 4 : 2);
