@@ -2,9 +2,9 @@
  * false, the default) gives bit for bit the logits of the same model loaded without them, for a
  * prompt, one-token decode steps and a batch of several sequences (the packed GEMM's few-token path
  * and its prefill path), on the fixtures of every architecture; packed_bytes says what was copied:
- * something for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K matrices where the best kernels are AVX-512, for
- * Q4_0, Q4_1, Q8_0 and Q4_K where they are AVX2 (their layouts serve both), nothing with no_repack or for a type without a
- * packed layout. Contexts of another level (MINFER_ISA=avx2 on an AVX-512 machine)
+ * something for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K matrices where the best kernels are AVX-512,
+ * for all but Q5_1 where they are AVX2 (their layouts serve both), nothing with no_repack or for a
+ * type without a packed layout. Contexts of another level (MINFER_ISA=avx2 on an AVX-512 machine)
  * ignore the copies and must agree too. */
 #include "test.h"
 
@@ -74,7 +74,8 @@ int main(void) {
         const uint64_t packable =
             avx512 ? a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_K] + a.type_bytes[MF_TYPE_Q4_1] +
                          a.type_bytes[MF_TYPE_Q5_0] + a.type_bytes[MF_TYPE_Q5_1] + a.type_bytes[MF_TYPE_Q8_0]
-            : avx2 ? a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_1] + a.type_bytes[MF_TYPE_Q8_0] + a.type_bytes[MF_TYPE_Q4_K]
+            : avx2 ? a.type_bytes[MF_TYPE_Q4_0] + a.type_bytes[MF_TYPE_Q4_1] + a.type_bytes[MF_TYPE_Q5_0] +
+                         a.type_bytes[MF_TYPE_Q8_0] + a.type_bytes[MF_TYPE_Q4_K]
                    : 0;
         if (packable)
             CHECKF(a.n_packed > 0 && a.packed_bytes > 0 && a.packed_bytes <= 2 * packable,

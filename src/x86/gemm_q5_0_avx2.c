@@ -14,13 +14,39 @@ static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int n
     q8a_pack(false, w, ob, nr, i0, i1, panel, ahead, sizeof(mf_block_q5_0), load_q5_0);
 }
 
-static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                float *y, size_t ldy, void *scratch) {
-    q8a_run(false, false, pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+static __attribute__((noinline)) void unpack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
+                                             uint8_t *panel, const uint8_t *ahead) {
+    (void)nr, (void)ahead;
+    q8a_unpack_packed(Q8A_Q5_0, w, ob, i0, i1, panel);
 }
 
-/* min_tokens 4: with 2 tokens the panel unpacking costs more than the dots save (bench_gemm, 896 x 4864:
- * Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. */
-static const mf_cpu_gemm gemm = {.min_tokens = 4, .scratch_size = q8a_scratch_size, .run = run};
+static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
+
+static void pack_weight(const mf_weight *w, void *dst) { q8g_pack(w, dst, true); }
+
+static void packed_row(const mf_weight *w, int64_t r, void *dst) { q8g_packed_row(w, r, dst, true); }
+
+static const mf_cpu_gemm gemm;
+
+/* A packed weight (the layout the AVX-512 GEMM reads too): one or two tokens straight from it
+ * (q8a_few), more through panels unpacked from it; else panels unpacked from the file's blocks. */
+static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
+                float *y, size_t ldy, void *scratch) {
+    const bool packed = mf_cpu_gemm_packed(&gemm, w);
+    if (packed && nt <= Q8A_FEW_Q5)
+        q8a_few(Q8A_Q5_0, w, o0, o1, act, act_row, nt, y, ldy);
+    else
+        q8a_run(false, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
+/* min_tokens 4 for a weight in the file's layout: with 2 tokens the panel unpacking costs more than
+ * the dots save (bench_gemm, 896 x 4864: Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44);
+ * with 4 the GEMM is ahead. A packed weight takes this GEMM for every token count. */
+static const mf_cpu_gemm gemm = {.min_tokens = 4,
+                                  .scratch_size = q8a_scratch_size,
+                                  .run = run,
+                                  .packed_size = packed_size,
+                                  .pack = pack_weight,
+                                  .packed_row = packed_row};
 
 const mf_cpu_gemm *MF_AVX2_GEMM(mf_cpu_gemm_q5_0)(void) { return &gemm; }

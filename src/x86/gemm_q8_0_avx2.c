@@ -16,7 +16,7 @@ static __attribute__((noinline)) void pack(const mf_weight *w, int64_t ob, int n
 static __attribute__((noinline)) void unpack(const mf_weight *w, int64_t ob, int nr, int64_t i0, int64_t i1,
                                              uint8_t *panel, const uint8_t *ahead) {
     (void)nr, (void)ahead;
-    q8a_unpack_packed(false, w, ob, i0, i1, panel);
+    q8a_unpack_packed(Q8A_Q8_0, w, ob, i0, i1, panel);
 }
 
 static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
@@ -33,7 +33,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
                 float *y, size_t ldy, void *scratch) {
     const bool packed = mf_cpu_gemm_packed(&gemm, w);
     if (packed && nt <= Q8A_FEW)
-        q8a_few(false, w, o0, o1, act, act_row, nt, y, ldy);
+        q8a_few(Q8A_Q8_0, w, o0, o1, act, act_row, nt, y, ldy);
     else
         q8a_run(false, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }

@@ -238,27 +238,45 @@ static inline __attribute__((always_inline)) void q8a_run(bool um, bool chain, q
     }
 }
 
-/* ---- a packed weight: Q8_0 (gemm_q8_packed.h) or Q4_1 (gemm_q_1_packed.h, um), sixteen rows a
+/* ---- a packed weight: Q8_0 or Q5_0 (gemm_q8_packed.h) or Q4_1 (gemm_q_1_packed.h), sixteen rows a
  * panel, each 64-byte vector two of ours (rows 0-7, then 8-15) ---- */
 
-/* Bytes of a packed block of 16 rows; where its half scales d (and, um, the minimums m) start. */
-static inline size_t q8a_pblk(bool um) { return um ? Q1G_PBLK(false) : Q8G_PBLK(false); }
-static inline size_t q8a_poff_d(bool um) { return um ? Q1G_PBLK(false) - 64 : Q8G_POFF_D(false); }
+enum { Q8A_Q8_0, Q8A_Q5_0, Q8A_Q4_1 }; /* the packed kinds; Q4_1's weights are unsigned (um) */
+
+/* Bytes of a packed block of 16 rows; where its half scales d (and, Q4_1, the minimums m) start. */
+static inline size_t q8a_pblk(int kind) {
+    return kind == Q8A_Q4_1 ? Q1G_PBLK(false) : Q8G_PBLK(kind == Q8A_Q5_0);
+}
+static inline size_t q8a_poff_d(int kind) {
+    return kind == Q8A_Q4_1 ? Q1G_PBLK(false) - 64 : Q8G_POFF_D(kind == Q8A_Q5_0);
+}
 
 /* Step p's vector of eight rows (half h) of the packed block b: Q8_0 the signed bytes (vector p);
- * Q4_1 the codes 4p..4p+3, the low nibbles of vector p (p < 4) or the high ones of vector p - 4. */
-static inline __attribute__((always_inline)) __m256i q8a_packed_step(bool um, const uint8_t *b, int h, int p) {
-    if (!um) return _mm256_loadu_si256((const __m256i *)(b + 64 * p + 32 * h));
+ * Q4_1 the codes 4p..4p+3, the low nibbles of vector p (p < 4) or the high ones of vector p - 4;
+ * Q5_0 those nibbles with each value's fifth bit from the rows' qh words (vector 4), as signed
+ * values q5 - 16: the nibble where the bit is set, nibble | 0xF0 where it is clear (st_q5_0's
+ * mf_x86_q5_0_signed32). Byte j of lane r takes bit 4p + j of row r's qh: the lane's byte of bits
+ * 4p.. is spread to its four bytes, each tested for its own bit. */
+static inline __attribute__((always_inline)) __m256i q8a_packed_step(int kind, const uint8_t *b, int h, int p) {
+    if (kind == Q8A_Q8_0) return _mm256_loadu_si256((const __m256i *)(b + 64 * p + 32 * h));
     const __m256i v = _mm256_loadu_si256((const __m256i *)(b + 64 * (p & 3) + 32 * h));
-    return _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    const __m256i nib = _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    if (kind == Q8A_Q4_1) return nib;
+    const __m256i qh = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(b + 256 + 32 * h)), 4 * p);
+    const __m256i spread = _mm256_shuffle_epi8(qh, _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                                                    0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+    const __m256i bit = _mm256_set1_epi32(0x08040201);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
 }
 
 /* Blocks [i0, i1) of the half of a packed panel that holds rows [ob, ob + 8) into the panel layout
  * above (a q8a_pack_fn: ob is o0 + 8k, and o0 a multiple of 16). The first half's pass fetches the
  * same blocks of the next panel into L2 (rows past the matrix: a prefetch never faults). */
-static inline __attribute__((always_inline)) void q8a_unpack_packed(bool um, const mf_weight *w, int64_t ob,
+static inline __attribute__((always_inline)) void q8a_unpack_packed(int kind, const mf_weight *w, int64_t ob,
                                                                     int64_t i0, int64_t i1, uint8_t *panel) {
-    const size_t pblk = q8a_pblk(um), off_d = q8a_poff_d(um);
+    const bool um = kind == Q8A_Q4_1;
+    const size_t pblk = q8a_pblk(kind), off_d = q8a_poff_d(kind);
     const int h = (int)(ob / 8 % 2);
     const uint8_t *p = (const uint8_t *)w->packed + (size_t)(ob - 8 * h) * w->row_bytes;
     for (int64_t i = i0; i < i1; i++, panel += q8a_block_bytes(um)) {
@@ -267,7 +285,7 @@ static inline __attribute__((always_inline)) void q8a_unpack_packed(bool um, con
             for (size_t l = 0; l < pblk; l += 64) _mm_prefetch((const char *)b + 16 * w->row_bytes + l, _MM_HINT_T1);
         __m256i *o = (__m256i *)panel;
         for (int k = 0; k < 8; k++) {
-            const __m256i v = q8a_packed_step(um, b, h, k);
+            const __m256i v = q8a_packed_step(kind, b, h, k);
             if (um) {
                 _mm256_store_si256(o + k, v);
                 continue;
@@ -285,10 +303,11 @@ static inline __attribute__((always_inline)) void q8a_unpack_packed(bool um, con
  * packed bytes: the steps of q8a_token, with Q8_0's |w| (Q4_1's codes) formed in registers instead
  * of read from a panel copy. Pass k of a panel's n_pass fetches its share of the next panel (next,
  * NULL: none; MF_FEW_PREFETCH_SHARE); the first pass reads what was fetched a panel earlier. */
-static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const uint8_t *p, int h, int64_t nb,
+static inline __attribute__((always_inline)) void q8a_few_pass(int kind, const uint8_t *p, int h, int64_t nb,
                                                                const uint8_t *a, const uint8_t *next, int k, int n_pass,
                                                                float *y, __m256i mask) {
-    const size_t pblk = q8a_pblk(um), off_d = q8a_poff_d(um);
+    const bool um = kind == Q8A_Q4_1;
+    const size_t pblk = q8a_pblk(kind), off_d = q8a_poff_d(kind);
     const size_t bb = um ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
     __m256 acc[8], sm = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
@@ -304,7 +323,7 @@ static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const ui
             sm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + off_d + 32 + 16 * h))),
                                  _mm256_set1_ps(_cvtsh_ss(hs[1])), sm);
         for (int j = 0; j < 8; j++) {
-            const __m256i v = q8a_packed_step(um, b, h, j), x = mf_avx2_bcast4(q + 4 * j);
+            const __m256i v = q8a_packed_step(kind, b, h, j), x = mf_avx2_bcast4(q + 4 * j);
             const __m256i l = um ? mf_avx2_dpbusd(_mm256_setzero_si256(), v, x)
                                  : mf_avx2_dpbusd(_mm256_setzero_si256(), _mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
             acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[j]);
@@ -332,8 +351,11 @@ static inline __attribute__((always_inline)) void q8a_few_pass(bool um, const ui
  * threads: 8 tokens 0.44-0.52 against 0.45-0.80 ms; 1-3 tokens the passes 0.08-0.17 against
  * 0.13-0.26). */
 #define Q8A_FEW_UM 4
+/* Q5_0's fifth bits cost more per pass than Q4_1's split: up to two tokens (measured below, in
+ * gemm_q5_0_avx2.c). */
+#define Q8A_FEW_Q5 2
 
-static inline __attribute__((always_inline)) void q8a_few(bool um, const mf_weight *w, int64_t o0, int64_t o1,
+static inline __attribute__((always_inline)) void q8a_few(int kind, const mf_weight *w, int64_t o0, int64_t o1,
                                                           const uint8_t *act, size_t act_row, int64_t nt, float *y,
                                                           size_t ldy) {
     const int64_t nb = w->ne[0] / 32;
@@ -345,7 +367,7 @@ static inline __attribute__((always_inline)) void q8a_few(bool um, const mf_weig
         for (int h = 0; h < nh; h++) {
             const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
             for (int64_t t = 0; t < nt; t++)
-                q8a_few_pass(um, p, h, nb, act + (size_t)t * act_row, next, h * (int)nt + (int)t, n_pass,
+                q8a_few_pass(kind, p, h, nb, act + (size_t)t * act_row, next, h * (int)nt + (int)t, n_pass,
                              y + (size_t)t * ldy + o + 8 * h, mask);
         }
     }
