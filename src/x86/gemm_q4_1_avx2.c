@@ -32,15 +32,10 @@ static void packed_row(const mf_weight *w, int64_t r, void *dst) {
 
 static const mf_cpu_gemm gemm;
 
-/* A packed weight (the layout the AVX-512 GEMM reads too): a few tokens straight from it (q8a_few),
- * more through panels unpacked from it; else panels packed from the file's blocks. */
+/* The packed copy (the layout the AVX-512 GEMM reads too) or the file's blocks (q8a_run_packed). */
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    const bool packed = mf_cpu_gemm_packed(&gemm, w);
-    if (packed && nt <= Q8A_FEW_UM)
-        q8a_few(Q8A_Q4_1, w, o0, o1, act, act_row, nt, y, ldy);
-    else
-        q8a_run(true, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8a_run_packed(Q8A_Q4_1, Q8A_FEW_UM, &gemm, pack, unpack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* min_tokens 4 for a weight in the file's layout: with 2 tokens the panel unpacking costs more than

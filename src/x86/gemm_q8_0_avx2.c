@@ -27,15 +27,10 @@ static void packed_row(const mf_weight *w, int64_t r, void *dst) { q8g_packed_ro
 
 static const mf_cpu_gemm gemm;
 
-/* A packed weight (the layout the AVX-512 GEMM reads too): a few tokens straight from it (q8a_few),
- * more through panels unpacked from it; else panels packed from the file's blocks. */
+/* The packed copy (the layout the AVX-512 GEMM reads too) or the file's blocks (q8a_run_packed). */
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    const bool packed = mf_cpu_gemm_packed(&gemm, w);
-    if (packed && nt <= Q8A_FEW)
-        q8a_few(Q8A_Q8_0, w, o0, o1, act, act_row, nt, y, ldy);
-    else
-        q8a_run(false, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+    q8a_run_packed(Q8A_Q8_0, Q8A_FEW, &gemm, pack, unpack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
 /* The one-chain order (mf_cpu_dot_q8_0_rp_ref), four tokens a pass over the same panels. */

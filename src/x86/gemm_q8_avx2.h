@@ -373,4 +373,19 @@ static inline __attribute__((always_inline)) void q8a_few(int kind, const mf_wei
     }
 }
 
+/* A run (cpu_gemm.h) of the GEMM g, whose packed layout is of this kind: up to few tokens straight
+ * from a weight's packed copy (q8a_few), more through panels unpacked from it (unpack); a weight in
+ * the file's layout through panels packed from its blocks (pack). */
+static inline __attribute__((always_inline)) void q8a_run_packed(int kind, int64_t few, const mf_cpu_gemm *g,
+                                                                 q8a_pack_fn *pack, q8a_pack_fn *unpack,
+                                                                 const mf_weight *w, int64_t o0, int64_t o1,
+                                                                 const uint8_t *act, size_t act_row, int64_t nt,
+                                                                 float *y, size_t ldy, void *scratch) {
+    const bool packed = mf_cpu_gemm_packed(g, w);
+    if (packed && nt <= few)
+        q8a_few(kind, w, o0, o1, act, act_row, nt, y, ldy);
+    else
+        q8a_run(kind == Q8A_Q4_1, false, packed ? unpack : pack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
+}
+
 #endif /* MF_CPU_GEMM_Q8_AVX2_H */
