@@ -208,16 +208,17 @@ static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8
 /* One or two tokens (a decode step) against half h of the packed panel at p, nsb super-blocks,
  * straight from the packed bytes: tile's sums and min_chain's minimums in one pass, their chains
  * stepped as there. Pass k of a panel's n_pass fetches its share of the next panel (next, NULL:
- * none; MF_FEW_PREFETCH_SHARE). */
+ * none; mf_few_share). */
 static inline __attribute__((always_inline)) void few(const int T, const uint8_t *p, int h, int64_t nsb,
                                                       const uint8_t *act, size_t act_row, const uint8_t *next, int k,
                                                       int n_pass, float *y, size_t ldy, __m256i mask) {
     const size_t sbb = MF_Q4K_PVEC * 64;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, m[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    mf_few_share pf = mf_few_share_of(next, k, n_pass, nsb, sbb);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *b = p + (size_t)i * sbb;
-        MF_FEW_PREFETCH_SHARE(next, k, n_pass, nsb, i, sbb);
+        MF_FEW_SHARE_STEP(pf);
         const mf_block_q8_K *a[2];
         for (int t = 0; t < T; t++) a[t] = (const mf_block_q8_K *)(act + (size_t)t * act_row) + i;
         __m256 d, dm;

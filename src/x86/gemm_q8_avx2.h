@@ -302,7 +302,7 @@ static inline __attribute__((always_inline)) void q8a_unpack_packed(int kind, co
 /* One token against half h (rows 8h..8h+7) of the packed panel at p, nb blocks, straight from the
  * packed bytes: the steps of q8a_token, with Q8_0's |w| (Q4_1's codes) formed in registers instead
  * of read from a panel copy. Pass k of a panel's n_pass fetches its share of the next panel (next,
- * NULL: none; MF_FEW_PREFETCH_SHARE); the first pass reads what was fetched a panel earlier. */
+ * NULL: none; mf_few_share); the first pass reads what was fetched a panel earlier. */
 static inline __attribute__((always_inline)) void q8a_few_pass(int kind, const uint8_t *p, int h, int64_t nb,
                                                                const uint8_t *a, const uint8_t *next, int k, int n_pass,
                                                                float *y, __m256i mask) {
@@ -311,9 +311,10 @@ static inline __attribute__((always_inline)) void q8a_few_pass(int kind, const u
     const size_t bb = um ? sizeof(mf_block_q8_1) : sizeof(mf_block_q8_0);
     __m256 acc[8], sm = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+    mf_few_share pf = mf_few_share_of(next, k, n_pass, nb, pblk);
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = p + (size_t)i * pblk;
-        MF_FEW_PREFETCH_SHARE(next, k, n_pass, nb, i, pblk);
+        MF_FEW_SHARE_STEP(pf);
         const uint8_t *ab = a + (size_t)i * bb, *q = ab + (bb - 32); /* the quants end each activation block */
         uint16_t hs[2];
         memcpy(hs, ab, um ? 4 : 2);
