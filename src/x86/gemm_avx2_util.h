@@ -71,6 +71,37 @@ static inline void mf_avx2_k_scale_words(__m256i u0, __m256i u1, __m256i u2, __m
                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
 }
 
+/* Eight lanes' 16-bit values (each below 65536) as eight halves in order, for vcvtph2ps. */
+static inline __m128i mf_avx2_lanes16(__m256i x) {
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08));
+}
+
+/* The scales of eight rows of a packed Q4_K / Q5_K super-block (gemm_q4_k_packed.h,
+ * gemm_q5_k_packed.h): dm points at the rows' half of the d | dmin vector, the three scale-word
+ * vectors following it 64 bytes apart. h2f(d) and h2f(dmin) of the rows, and their scale and min
+ * bytes (mf_avx2_k_scale_words). */
+static inline __attribute__((always_inline)) void mf_avx2_k_packed_scales(const uint8_t *dm, __m256 *d, __m256 *dmin,
+                                                                          __m256i *s0, __m256i *s1, __m256i *m0,
+                                                                          __m256i *m1) {
+    const __m256i hd = _mm256_loadu_si256((const __m256i *)dm);
+    *d = _mm256_cvtph_ps(mf_avx2_lanes16(_mm256_and_si256(hd, _mm256_set1_epi32(0xFFFF))));
+    *dmin = _mm256_cvtph_ps(mf_avx2_lanes16(_mm256_srli_epi32(hd, 16)));
+    mf_avx2_k_scale_words(_mm256_loadu_si256((const __m256i *)(dm + 64)), _mm256_loadu_si256((const __m256i *)(dm + 128)),
+                          _mm256_loadu_si256((const __m256i *)(dm + 192)), s0, s1, m0, m1);
+}
+
+/* The (sc[j], sc[j]) pair vector of sub-block j, and the (mn[2c], mn[2c+1]) one of pair c, from the
+ * scale and min bytes of mf_avx2_k_scale_words. */
+static inline __m256i mf_avx2_k_sc_pair(__m256i s0, __m256i s1, int j) {
+    const __m256i x = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s0 : s1, 8 * (j % 4)), _mm256_set1_epi32(0xFF));
+    return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+static inline __m256i mf_avx2_k_mn_pair(__m256i m0, __m256i m1, int c) {
+    const __m256i x = _mm256_srli_epi32(c < 2 ? m0 : m1, 16 * (c % 2)); /* its bytes 0, 1 */
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFF)),
+                           _mm256_and_si256(_mm256_slli_epi32(x, 8), _mm256_set1_epi32(0xFF0000)));
+}
+
 /* All-ones in the first nr of 8 lanes (maskload / maskstore of a partial panel's outputs). */
 static inline __m256i mf_avx2_row_mask(int nr) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -146,34 +146,11 @@ static void min_chain(const uint8_t *panel, int64_t i0, int64_t i1, const mf_blo
 
 /* ---- a packed weight (gemm_q4_k_packed.h: sixteen rows a panel, each 64-byte vector two of ours) ---- */
 
-/* Eight lanes' 16-bit values (each below 65536) as eight halves in order, for vcvtph2ps. */
-static inline __m128i lanes16(__m256i x) {
-    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08));
-}
-
-/* The scales of half h (rows 8h..8h+7) of the packed super-block b: h2f(d) and h2f(dmin) of the
- * rows, and their scale and min bytes (mf_avx2_k_scale_words). */
+/* The scales of half h (rows 8h..8h+7) of the packed super-block b (mf_avx2_k_packed_scales). */
 static inline __attribute__((always_inline)) void packed_scales(const uint8_t *b, int h, __m256 *d, __m256 *dm,
                                                                 __m256i *s0, __m256i *s1, __m256i *m0,
                                                                 __m256i *m1) {
-    const __m256i *v = (const __m256i *)(b + 32 * h);
-    const __m256i hd = _mm256_loadu_si256(v + 2 * 32);
-    *d = _mm256_cvtph_ps(lanes16(_mm256_and_si256(hd, _mm256_set1_epi32(0xFFFF))));
-    *dm = _mm256_cvtph_ps(lanes16(_mm256_srli_epi32(hd, 16)));
-    mf_avx2_k_scale_words(_mm256_loadu_si256(v + 2 * 33), _mm256_loadu_si256(v + 2 * 34), _mm256_loadu_si256(v + 2 * 35),
-                          s0, s1, m0, m1);
-}
-
-/* The (sc[j], sc[j]) pair vector of sub-block j, and the (mn[2c], mn[2c+1]) one of pair c, from the
- * scale bytes. */
-static inline __m256i sc_pair(__m256i s0, __m256i s1, int j) {
-    const __m256i x = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s0 : s1, 8 * (j % 4)), _mm256_set1_epi32(0xFF));
-    return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
-}
-static inline __m256i mn_pair(__m256i m0, __m256i m1, int c) {
-    const __m256i x = _mm256_srli_epi32(c < 2 ? m0 : m1, 16 * (c % 2)); /* its bytes 0, 1 */
-    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFF)),
-                           _mm256_and_si256(_mm256_slli_epi32(x, 8), _mm256_set1_epi32(0xFF0000)));
+    mf_avx2_k_packed_scales(b + 64 * 32 + 32 * h, d, dm, s0, s1, m0, m1);
 }
 
 /* Super-blocks [i0, i1) of the half of a packed panel that holds rows [ob, ob + 8) into the panel
@@ -198,8 +175,8 @@ static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8
         __m256 d, dm;
         __m256i s0, s1, m0, m1;
         packed_scales(b, h, &d, &dm, &s0, &s1, &m0, &m1);
-        for (int j = 0; j < 8; j++) _mm256_store_si256(p + 64 + j, sc_pair(s0, s1, j));
-        for (int c = 0; c < 4; c++) _mm256_store_si256(p + 72 + c, mn_pair(m0, m1, c));
+        for (int j = 0; j < 8; j++) _mm256_store_si256(p + 64 + j, mf_avx2_k_sc_pair(s0, s1, j));
+        for (int c = 0; c < 4; c++) _mm256_store_si256(p + 72 + c, mf_avx2_k_mn_pair(m0, m1, c));
         _mm256_store_ps((float *)(p + 76), d);
         _mm256_store_ps((float *)(p + 77), dm);
     }
@@ -236,7 +213,7 @@ static inline __attribute__((always_inline)) void few(const int T, const uint8_t
                     hi[t] = _mm256_adds_epi16(hi[t], _mm256_maddubs_epi16(vh, mf_avx2_bcast4(q + 32)));
                 }
             }
-            const __m256i sl = sc_pair(s0, s1, 2 * c), sh = sc_pair(s0, s1, 2 * c + 1);
+            const __m256i sl = mf_avx2_k_sc_pair(s0, s1, 2 * c), sh = mf_avx2_k_sc_pair(s0, s1, 2 * c + 1);
             for (int t = 0; t < T; t++) {
                 const __m256i u = _mm256_add_epi32(_mm256_madd_epi16(lo[t], sl), _mm256_madd_epi16(hi[t], sh));
                 s[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(d, _mm256_broadcast_ss(&a[t]->d)), s[t]);
@@ -249,7 +226,7 @@ static inline __attribute__((always_inline)) void few(const int T, const uint8_t
             int32_t sp4[4];
             _mm_storeu_si128((__m128i *)sp4, s8);
             for (int c = 0; c < 4; c++) {
-                const __m256i ms = _mm256_madd_epi16(mn_pair(m0, m1, c), _mm256_set1_epi32(sp4[c]));
+                const __m256i ms = _mm256_madd_epi16(mf_avx2_k_mn_pair(m0, m1, c), _mm256_set1_epi32(sp4[c]));
                 m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dmt, m[t]);
             }
         }
