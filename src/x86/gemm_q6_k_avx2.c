@@ -22,7 +22,6 @@
  * shuffle) ran level or 3 % slower: both are bound by the two multiplies per 32 products. */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
-#include "x86/gemm_q6_k_packed.h"
 
 #include <string.h>
 
@@ -142,130 +141,8 @@ static inline __attribute__((always_inline)) void tile(const int T, const uint8_
 #undef K6_PAIR
 #undef K6_LANES
 
-/* ---- a packed weight (gemm_q6_k_packed.h: sixteen rows a panel, each 64-byte vector two of ours) ---- */
-
-/* Vector k of half h (rows 8h..8h+7) of the packed super-block b. */
-static inline __m256i pvec(const uint8_t *b, int h, int k) { return _mm256_loadu_si256((const __m256i *)(b + 64 * k + 32 * h)); }
-
-/* Group 4j + v of a step of eight rows: the 6-bit values, formed as st_q6_K forms q[v] of half j,
- * from the step's ql words l (l0 for v = 0, 2; l1 for v = 1, 3) and qh word hb: the low or high
- * nibbles, and two bits of hb moved to bits 4..5 (a 16-bit shift: what crosses from the
- * neighbouring byte lands outside them and is masked off). */
-static inline __m256i q6(__m256i l, __m256i hb, int v) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i lo = _mm256_and_si256(v < 2 ? l : _mm256_srli_epi16(l, 4), m4);
-    const __m256i hi = v == 0   ? _mm256_slli_epi16(hb, 4)
-                       : v == 1 ? _mm256_slli_epi16(hb, 2)
-                       : v == 2 ? hb
-                                : _mm256_srli_epi16(hb, 2);
-    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
-}
-
-/* The (sc[s], sc[s]) pair vector of scale s of eight rows, from the packed super-block b (half h):
- * byte s % 4 of the rows' scale word s / 4, sign-extended. */
-static inline __m256i sc_pair6(const uint8_t *b, int h, int s) {
-    const __m256i x = _mm256_srai_epi32(_mm256_slli_epi32(pvec(b, h, MF_Q6K_PSC + s / 4), 24 - 8 * (s % 4)), 24);
-    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16));
-}
-
-/* (sc[2p], sc[2p+1]) from the two pair vectors: the low half of one, the high half of the other. */
-static inline __m256i mo_pair6(__m256i s_even, __m256i s_odd) { return _mm256_blend_epi16(s_even, s_odd, 0xAA); }
-
-/* Super-blocks [i0, i1) of the half of a packed panel that holds rows [ob, ob + 8) into the panel
- * layout above (ob is o0 + 8k, o0 a multiple of 16); the first half's pass fetches the same
- * super-blocks of the next panel into L2 (past the matrix: a prefetch never faults). */
-static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8_t *panel) {
-    const int h = (int)(ob / 8 % 2);
-    const uint8_t *pk = (const uint8_t *)w->packed + (size_t)(ob - 8 * h) * w->row_bytes;
-    for (int64_t i = i0; i < i1; i++, panel += K6_BLOCK_BYTES) {
-        const uint8_t *b = pk + (size_t)i * MF_Q6K_PBLK;
-        if (h == 0)
-            for (size_t l = 0; l < MF_Q6K_PBLK; l += 64) _mm_prefetch((const char *)b + 16 * w->row_bytes + l, _MM_HINT_T1);
-        __m256i *p = (__m256i *)panel;
-        for (int j = 0; j < 2; j++)
-            for (int k = 0; k < 8; k++) {
-                const __m256i l0 = pvec(b, h, 16 * j + k), l1 = pvec(b, h, 16 * j + 8 + k);
-                const __m256i hb = pvec(b, h, MF_Q6K_PQH + 8 * j + k);
-                for (int v = 0; v < 4; v++) _mm256_store_si256(p + 8 * (4 * j + v) + k, q6(v & 1 ? l1 : l0, hb, v));
-            }
-        for (int q = 0; q < 16; q++) _mm256_store_si256(p + 64 + q, sc_pair6(b, h, q));
-        for (int q = 0; q < 8; q++) _mm256_store_si256(p + 80 + q, mo_pair6(p[64 + 2 * q], p[64 + 2 * q + 1]));
-        _mm256_store_ps((float *)(p + 88), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 64 * MF_Q6K_PWORDS + 16 * h))));
-    }
-}
-
-/* One token (its Q8_K row a) against half h of the packed panel at p, nsb super-blocks, straight
- * from the packed bytes: the lanes of tile() and k6_finish's steps, each step's values formed in
- * registers from its ql and qh words. Pass k of a panel's n_pass fetches its share of the next panel
- * (next, NULL: none; mf_few_share). */
-static void few_pass(const uint8_t *p, int h, int64_t nsb, const mf_block_q8_K *a, const uint8_t *next, int k,
-                     int n_pass, float *y, __m256i mask) {
-    __m256 acc[8];
-    for (int q = 0; q < 8; q++) acc[q] = _mm256_setzero_ps();
-    __m256i sc[16] __attribute__((aligned(32)));
-    mf_few_share pf = mf_few_share_of(next, k, n_pass, nsb, MF_Q6K_PBLK);
-    for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *b = p + (size_t)i * MF_Q6K_PBLK;
-        MF_FEW_SHARE_STEP(pf);
-        for (int q = 0; q < 16; q++) sc[q] = sc_pair6(b, h, q);
-        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&a[i].d),
-                                       _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 64 * MF_Q6K_PWORDS + 16 * h))));
-        const uint8_t *qa = (const uint8_t *)a[i].qs;
-        for (int q = 0; q < 8; q++) {
-            __m256i l = _mm256_setzero_si256();
-            for (int j = 0; j < 2; j++) {
-                const __m256i l0 = pvec(b, h, 16 * j + q), l1 = pvec(b, h, 16 * j + 8 + q);
-                const __m256i hb = pvec(b, h, MF_Q6K_PQH + 8 * j + q);
-                for (int v = 0; v < 4; v++) {
-                    const int g = 4 * j + v;
-                    const __m256i m = _mm256_maddubs_epi16(q6(v & 1 ? l1 : l0, hb, v), mf_avx2_bcast4(qa + 32 * g + 4 * q));
-                    l = _mm256_add_epi32(l, _mm256_madd_epi16(m, sc[2 * g + q / 4]));
-                }
-            }
-            const __m256i off = _mm256_madd_epi16(mo_pair6(sc[2 * q], sc[2 * q + 1]), mf_avx2_bcast4(a[i].bsums + 2 * q));
-            l = _mm256_sub_epi32(l, _mm256_slli_epi32(off, 5));
-            acc[q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc[q]);
-        }
-    }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-    _mm256_maskstore_ps(y, mask, s);
-}
-
-/* Up to K6_FEW tokens from a packed weight: per 16-row panel and half, a pass per token (few_pass);
- * more go through panels unpacked from the copy (unpack). Zen 3, 2 threads, weights from memory,
- * `bench_gemm --cold [--packed] q6_k 8192 2048 T`, three runs each: 1 token 0.54-0.60 ms on the
- * file's four-row dots, 0.52-0.63 from the copy; 2 tokens 1.75-1.80 (the GEMM packing panels from
- * the file) against 0.72-1.09; 3 and 4 tokens through unpacked panels 1.29-1.40 and 1.51-1.71
- * (passes: 1.87-1.94 at 4; the file 1.80-1.91 and 1.25-2.08); 8 tokens 1.79-2.58 against 3.17-3.43. */
-#define K6_FEW 2
-
-static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
-                    float *y, size_t ldy) {
-    const int64_t nsb = w->ne[0] / 256;
-    for (int64_t o = o0; o < o1; o += 16) {
-        const int64_t nr = MF_MIN(16, o1 - o);
-        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
-        const uint8_t *next = o + 16 < o1 ? p + 16 * w->row_bytes : NULL;
-        const int nh = nr > 8 ? 2 : 1, np = nh * (int)nt;
-        for (int h = 0; h < nh; h++) {
-            const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
-            for (int64_t t = 0; t < nt; t++)
-                few_pass(p, h, nsb, (const mf_block_q8_K *)(act + (size_t)t * act_row), next, h * (int)nt + (int)t,
-                         np, y + (size_t)t * ldy + o + 8 * h, mask);
-        }
-    }
-}
-
-static const mf_cpu_gemm gemm;
-
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                 float *y, size_t ldy, void *scratch) {
-    const bool packed = mf_cpu_gemm_packed(&gemm, w);
-    if (packed && nt <= K6_FEW) {
-        run_few(w, o0, o1, act, act_row, nt, y, ldy);
-        return;
-    }
     const int64_t nb = w->ne[0] / 256, mc = max_chunk(nb);
     uint8_t *panel = scratch;
     __m256 *state = (__m256 *)(panel + (size_t)K6_SLICE * K6_BLOCK_BYTES);
@@ -278,10 +155,7 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
             const uint8_t *ahead = mf_gemm_ahead(w, ob, 8, o1, nt, 32);
             for (int64_t i0 = 0; i0 < nb; i0 += slice) {
                 const int64_t i1 = MF_MIN(nb, i0 + slice);
-                if (packed)
-                    unpack(w, ob, i0, i1, panel);
-                else
-                    pack(w, ob, nr, i0, i1, panel, ahead);
+                pack(w, ob, nr, i0, i1, panel, ahead);
                 if (i0 == 0) memset(state, 0, (size_t)n * 8 * sizeof *state);
                 for (int64_t t = 0; t < n; t += K6_TILE) {
                     const mf_block_q8_K *a[K6_TILE];
@@ -311,11 +185,6 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 /* min_tokens 2: with the weights streamed ahead (MF_GEMM_STREAM_AHEAD) the GEMM beats the four-row
  * dots from 2 tokens (bench_gemm --cold, 2 threads, Zen 5 at the AVX2 level, 4864 x 1024, 2 tokens:
  * Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41, Q6_K 0.26 vs 0.47; 1024 x 4864 alike). */
-static const mf_cpu_gemm gemm = {.min_tokens = 2,
-                                  .scratch_size = scratch_size,
-                                  .run = run,
-                                  .packed_size = mf_q6_k_packed_size,
-                                  .pack = mf_q6_k_pack,
-                                  .packed_row = mf_q6_k_packed_row};
+static const mf_cpu_gemm gemm = {.min_tokens = 2, .scratch_size = scratch_size, .run = run};
 
 const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx2(void) { return &gemm; }
