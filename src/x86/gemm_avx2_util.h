@@ -13,6 +13,7 @@
 #define MF_CPU_GEMM_AVX2_UTIL_H
 
 #include "core/core.h"
+#include "cpu/cpu_gemm.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -106,6 +107,42 @@ static inline __m256i mf_avx2_k_mn_pair(__m256i m0, __m256i m1, int c) {
 static inline __m256i mf_avx2_row_mask(int nr) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+
+/* One pass of a packed weight's few-token path (Q4_K, Q5_K): tokens [t0, t0 + tn) against half h
+ * (rows o + 8h..) of the 16-row panel at p, as pass k of the panel's n_pass (next: the next panel,
+ * NULL: none), the half's rows in mask; ctx: the caller's activations and outputs. */
+typedef void mf_avx2_few_pass_fn(void *ctx, const uint8_t *p, const uint8_t *next, int h, int64_t o, int64_t t0,
+                                 int tn, int k, int n_pass, __m256i mask);
+
+/* The passes of a few-token path over rows [o0, o1) of a packed weight (16-row panels, o0 a multiple
+ * of 16): per panel, per half, per group of up to tpp of the nt tokens, in that order. */
+static inline __attribute__((always_inline)) void mf_avx2_few_panels(const mf_weight *w, int64_t o0, int64_t o1,
+                                                                     int64_t nt, int tpp, mf_avx2_few_pass_fn *pass,
+                                                                     void *ctx) {
+    const int groups = (int)((nt + tpp - 1) / tpp);
+    for (int64_t o = o0; o < o1; o += 16) {
+        const int64_t nr = MF_MIN(16, o1 - o);
+        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
+        const uint8_t *next = o + 16 < o1 ? p + 16 * w->row_bytes : NULL;
+        const int nh = nr > 8 ? 2 : 1;
+        for (int h = 0; h < nh; h++) {
+            const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
+            for (int g = 0; g < groups; g++)
+                pass(ctx, p, next, h, o, (int64_t)g * tpp, (int)MF_MIN(tpp, nt - (int64_t)g * tpp), h * groups + g,
+                     nh * groups, mask);
+        }
+    }
+}
+
+/* What a few-token pass reads and writes: the tokens' activation rows, their outputs, and the
+ * weight's blocks (or super-blocks) per row. */
+typedef struct {
+    const uint8_t *act;
+    size_t act_row;
+    float *y;
+    size_t ldy;
+    int64_t nb;
+} mf_avx2_few_io;
 
 /* Lane r = the int16 pair (lo[r], hi[r]) (vpmaddwd operands, one pair per row). */
 static inline __m256i mf_avx2_pairs16(const int16_t lo[8], const int16_t hi[8]) {

@@ -234,13 +234,16 @@ static inline __attribute__((always_inline)) void few(const int T, const uint8_t
     for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (size_t)t * ldy, mask, _mm256_sub_ps(s[t], m[t]));
 }
 
-static void few_1(const uint8_t *p, int h, int64_t nsb, const uint8_t *act, size_t act_row, const uint8_t *next,
-                  int k, int n_pass, float *y, size_t ldy, __m256i mask) {
-    few(1, p, h, nsb, act, act_row, next, k, n_pass, y, ldy, mask);
-}
-static void few_2(const uint8_t *p, int h, int64_t nsb, const uint8_t *act, size_t act_row, const uint8_t *next,
-                  int k, int n_pass, float *y, size_t ldy, __m256i mask) {
-    few(2, p, h, nsb, act, act_row, next, k, n_pass, y, ldy, mask);
+/* A pass of one or two tokens (mf_avx2_few_pass_fn). */
+static void few_pass(void *ctx, const uint8_t *p, const uint8_t *next, int h, int64_t o, int64_t t0, int tn, int k,
+                     int n_pass, __m256i mask) {
+    const mf_avx2_few_io *io = ctx;
+    const uint8_t *act = io->act + (size_t)t0 * io->act_row;
+    float *y = io->y + (size_t)t0 * io->ldy + o + 8 * h;
+    if (tn == 1)
+        few(1, p, h, io->nb, act, io->act_row, next, k, n_pass, y, io->ldy, mask);
+    else
+        few(2, p, h, io->nb, act, io->act_row, next, k, n_pass, y, io->ldy, mask);
 }
 
 /* Up to KA_FEW tokens from a packed weight: per 16-row panel and half, a pass per two tokens. More
@@ -254,20 +257,8 @@ static void few_2(const uint8_t *p, int h, int64_t nsb, const uint8_t *act, size
 
 static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                     float *y, size_t ldy) {
-    const int64_t nsb = w->ne[0] / 256;
-    for (int64_t o = o0; o < o1; o += 16) {
-        const int64_t nr = MF_MIN(16, o1 - o);
-        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
-        const uint8_t *next = o + 16 < o1 ? p + 16 * w->row_bytes : NULL;
-        const int nh = nr > 8 ? 2 : 1, np = nh * (int)((nt + 1) / 2);
-        int k = 0;
-        for (int h = 0; h < nh; h++) {
-            const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
-            for (int64_t t0 = 0; t0 < nt; t0 += 2, k++)
-                (nt - t0 == 1 ? few_1 : few_2)(p, h, nsb, act + (size_t)t0 * act_row, act_row, next, k, np,
-                                               y + (size_t)t0 * ldy + o + 8 * h, ldy, mask);
-        }
-    }
+    mf_avx2_few_io io = {act, act_row, y, ldy, w->ne[0] / 256};
+    mf_avx2_few_panels(w, o0, o1, nt, 2, few_pass, &io);
 }
 
 static const mf_cpu_gemm gemm;

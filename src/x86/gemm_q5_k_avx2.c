@@ -175,8 +175,8 @@ static void unpack(const mf_weight *w, int64_t ob, int64_t i0, int64_t i1, uint8
  * from the packed bytes: token()'s steps, each step's values formed in registers from its qs and qh
  * words instead of read from a panel copy. Pass k of a panel's n_pass fetches its share of the next
  * panel (next, NULL: none; mf_few_share). */
-static void few_pass(const uint8_t *p, int h, int64_t nsb, const mf_block_q8_K *a, const uint8_t *next, int k,
-                     int n_pass, float *y, __m256i mask) {
+static void few_token(const uint8_t *p, int h, int64_t nsb, const mf_block_q8_K *a, const uint8_t *next, int k,
+                      int n_pass, float *y, __m256i mask) {
     const size_t sbb = MF_Q5K_PVEC * 64;
     __m256 acc[8], sm = _mm256_setzero_ps();
     for (int q = 0; q < 8; q++) acc[q] = _mm256_setzero_ps();
@@ -218,7 +218,7 @@ static void few_pass(const uint8_t *p, int h, int64_t nsb, const mf_block_q8_K *
     _mm256_maskstore_ps(y, mask, _mm256_add_ps(s, sm));
 }
 
-/* Up to K5_FEW tokens from a packed weight: per 16-row panel and half, a pass per token (few_pass);
+/* Up to K5_FEW tokens from a packed weight: per 16-row panel and half, a pass per token (few_token);
  * more go through panels unpacked from the copy (unpack). Zen 3, 2 threads, weights from memory,
  * `bench_gemm --cold [--packed] q5_k 8192 2048 T`, three runs each: 1 token 0.61-0.86 ms on the
  * file's four-row dots against 0.53-0.57 from the copy, 2 tokens 1.1-1.8 (the GEMM packing panels
@@ -226,21 +226,19 @@ static void few_pass(const uint8_t *p, int h, int64_t nsb, const mf_block_q8_K *
  * 1.43-1.48 through unpacked panels, 8 tokens 2.6-4.0 against 1.8-2.3. */
 #define K5_FEW 4
 
+/* A pass of one token (mf_avx2_few_pass_fn). */
+static void few_pass(void *ctx, const uint8_t *p, const uint8_t *next, int h, int64_t o, int64_t t0, int tn, int k,
+                     int n_pass, __m256i mask) {
+    (void)tn;
+    const mf_avx2_few_io *io = ctx;
+    few_token(p, h, io->nb, (const mf_block_q8_K *)(io->act + (size_t)t0 * io->act_row), next, k, n_pass,
+              io->y + (size_t)t0 * io->ldy + o + 8 * h, mask);
+}
+
 static void run_few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
                     float *y, size_t ldy) {
-    const int64_t nsb = w->ne[0] / 256;
-    for (int64_t o = o0; o < o1; o += 16) {
-        const int64_t nr = MF_MIN(16, o1 - o);
-        const uint8_t *p = (const uint8_t *)w->packed + (size_t)o * w->row_bytes;
-        const uint8_t *next = o + 16 < o1 ? p + 16 * w->row_bytes : NULL;
-        const int nh = nr > 8 ? 2 : 1, np = nh * (int)nt;
-        for (int h = 0; h < nh; h++) {
-            const __m256i mask = mf_avx2_row_mask((int)MF_MIN(8, nr - 8 * h));
-            for (int64_t t = 0; t < nt; t++)
-                few_pass(p, h, nsb, (const mf_block_q8_K *)(act + (size_t)t * act_row), next, h * (int)nt + (int)t,
-                         np, y + (size_t)t * ldy + o + 8 * h, mask);
-        }
-    }
+    mf_avx2_few_io io = {act, act_row, y, ldy, w->ne[0] / 256};
+    mf_avx2_few_panels(w, o0, o1, nt, 1, few_pass, &io);
 }
 
 static const mf_cpu_gemm gemm;
