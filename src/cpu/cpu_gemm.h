@@ -59,6 +59,24 @@ static inline void mf_panel16_words(uint8_t *fb, const uint8_t *pk, int n, int l
 }
 static inline void mf_panel16_half(uint8_t *fb, const uint8_t *pk, int lane) { memcpy(fb, pk + 2 * lane, 2); }
 
+/* A layout of only words (the K-quants' super-blocks, blck values of blk_bytes, 4 * n_vec bytes):
+ * per panel and block, vector k lane r = word word_of(k) of row r's block; rows past the matrix
+ * zero. */
+static inline __attribute__((always_inline)) void mf_panel16_pack_words(const mf_weight *w, void *dst, int64_t blck,
+                                                                        size_t blk_bytes, int n_vec,
+                                                                        int (*word_of)(int k)) {
+    const int64_t nb = w->ne[0] / blck, N = w->ne[1];
+    uint8_t *out = dst;
+    for (int64_t ob = 0; ob < N; ob += 16)
+        for (int64_t i = 0; i < nb; i++, out += (size_t)n_vec * 64) {
+            memset(out, 0, (size_t)n_vec * 64);
+            for (int r = 0; r < 16 && ob + r < N; r++) {
+                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)i * blk_bytes;
+                for (int k = 0; k < n_vec; k++) memcpy(out + 64 * k + 4 * r, b + 4 * word_of(k), 4);
+            }
+        }
+}
+
 /* Whether w carries g's packed layout. */
 static inline bool mf_cpu_gemm_packed(const mf_cpu_gemm *g, const mf_weight *w) {
     return w->packed && w->packed_for == (const void *)g;

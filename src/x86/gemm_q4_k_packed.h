@@ -21,18 +21,11 @@
 
 static inline size_t mf_q4_k_packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 256); }
 
+/* The file word of packed vector k: the qs words (after the 16-byte header), then the header's. */
+static inline int mf_q4_k_word(int k) { return k < 32 ? 4 + k : k - 32; }
+
 static inline void mf_q4_k_pack(const mf_weight *w, void *dst) {
-    const int64_t nsb = w->ne[0] / 256, N = w->ne[1];
-    uint8_t *out = dst;
-    for (int64_t ob = 0; ob < N; ob += 16)
-        for (int64_t sb = 0; sb < nsb; sb++, out += MF_Q4K_PVEC * 64) {
-            memset(out, 0, MF_Q4K_PVEC * 64);
-            for (int r = 0; r < 16 && ob + r < N; r++) {
-                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)sb * sizeof(mf_block_q4_K);
-                for (int j = 0; j < 32; j++) memcpy(out + 64 * j + 4 * r, b + offsetof(mf_block_q4_K, qs) + 4 * j, 4);
-                for (int u = 0; u < 4; u++) memcpy(out + 64 * (32 + u) + 4 * r, b + 4 * u, 4); /* d|dmin, u0 u1 u2 */
-            }
-        }
+    mf_panel16_pack_words(w, dst, 256, sizeof(mf_block_q4_K), MF_Q4K_PVEC, mf_q4_k_word);
 }
 
 /* Row r of the packed weight in the file's super-blocks (mf_cpu_gemm.packed_row). */

@@ -27,17 +27,10 @@ MF_STATIC_ASSERT(sizeof(mf_block_q5_K) == MF_Q5K_PVEC * 4, "a packed Q5_K super-
 
 static inline size_t mf_q5_k_packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 256); }
 
+static inline int mf_q5_k_word(int k) { return k; }
+
 static inline void mf_q5_k_pack(const mf_weight *w, void *dst) {
-    const int64_t nsb = w->ne[0] / 256, N = w->ne[1];
-    uint8_t *out = dst;
-    for (int64_t ob = 0; ob < N; ob += 16)
-        for (int64_t sb = 0; sb < nsb; sb++, out += MF_Q5K_PVEC * 64) {
-            memset(out, 0, MF_Q5K_PVEC * 64);
-            for (int r = 0; r < 16 && ob + r < N; r++) {
-                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)sb * sizeof(mf_block_q5_K);
-                for (int k = 0; k < MF_Q5K_PVEC; k++) memcpy(out + 64 * k + 4 * r, b + 4 * k, 4);
-            }
-        }
+    mf_panel16_pack_words(w, dst, 256, sizeof(mf_block_q5_K), MF_Q5K_PVEC, mf_q5_k_word);
 }
 
 /* Row r of the packed weight in the file's super-blocks (mf_cpu_gemm.packed_row). */
