@@ -5,7 +5,8 @@
  * large and tiny scales), many block counts, rows further apart than their length; the repacked
  * Q4_K one and Q8_0's one-chain one (MF_ORDER_REPACKED) also their plain scalar twins'; the
  * several-token ones (dot8n: Q4_0 repacked, Q8_0 in both orders, Q5_0,
- * Q4_1, Q5_1; dot16n: Q4_0 repacked, sixteen rows) for 1..4 activation rows likewise; and the
+ * Q4_1, Q5_1, and at the AVX2 level Q6_K; dot16n: Q4_0 repacked, sixteen rows) for 1..4 activation
+ * rows likewise; and the
  * matmul that uses them (one token, a few, and several) equals one ordered dot per output. */
 #include "test.h"
 
@@ -243,7 +244,8 @@ int main(void) {
         const int v = cases[c].variant;
         const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_at(cfg.level, t, v);
         if (avx512) CHECKF(d.dot8, "%s variant %d: no eight-row dot", mf_type_get_traits(t)->name, v);
-        if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q8_0 || t == MF_TYPE_Q5_0 || t == MF_TYPE_Q4_1 || t == MF_TYPE_Q5_1)
+        if (t == MF_TYPE_Q4_0 || t == MF_TYPE_Q8_0 || t == MF_TYPE_Q5_0 || t == MF_TYPE_Q4_1 || t == MF_TYPE_Q5_1 ||
+            (t == MF_TYPE_Q6_K && !avx512))
             CHECKF(d.dot8n, "%s variant %d: no eight-row several-token dot", mf_type_get_traits(t)->name, v);
         if (!d.dot8 && !d.dot8n) continue;
         const int64_t bk = mf_type_get_traits(t)->blck_size;

@@ -48,8 +48,9 @@ static mf_cpu_ordered_dots ordered_dots(mf_simd_level level, mf_type t, int vari
         if (d8n) { /* reading the AVX2 one's side data (dot8n_aux); else the AVX2 one serves */
             d.dot8n = d8n;
             d.dot8n_tokens = t == MF_TYPE_Q4_1 ? 3 : 4;
-        } else if (t == MF_TYPE_Q4_K) {
-            /* the AVX2 Q4_K dot8n was measured against the AVX2 GEMM only: AVX-512 keeps its GEMM */
+        } else if (t == MF_TYPE_Q4_K || t == MF_TYPE_Q6_K) {
+            /* the AVX2 Q4_K and Q6_K dot8n were measured against the AVX2 GEMMs only: AVX-512 keeps
+             * its GEMMs */
             d.dot8n = NULL;
             d.dot8n_tokens = 0;
         }
