@@ -15,7 +15,11 @@
  * vector of the 8 rows' q at values 32j + 4p..+3 (64 vectors), the 8 vectors (sc[j], sc[j]), the 4
  * vectors (mn[2c], mn[2c+1]), then h2f(d) and h2f(dmin) of the 8 rows: 2496 bytes; rows past the
  * matrix are zeros. Slices of up to K5_SLICE super-blocks (20 KB) stay in L1 while a chunk's tokens
- * pass over them one by one, each token's nine accumulators parked in scratch between slices. */
+ * pass over them one by one, each token's nine accumulators parked in scratch between slices.
+ *
+ * A weight packed at load (gemm_q5_k_packed.h) serves up to K5_FEW tokens straight from its bytes,
+ * a pass per token and half panel (few_token), and more through panel slices unpacked from it
+ * (unpack) rather than transposed from the file's blocks (pack). */
 #include "cpu/cpu_gemm.h"
 #include "x86/gemm_avx2_util.h"
 #include "x86/gemm_q5_k_packed.h"
@@ -276,7 +280,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 
 /* min_tokens 2: with the weights streamed ahead (MF_GEMM_STREAM_AHEAD) the GEMM beats the four-row
  * dots from 2 tokens (bench_gemm --cold, 2 threads, Zen 5 at the AVX2 level, 4864 x 1024, 2 tokens:
- * Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41, Q6_K 0.26 vs 0.47; 1024 x 4864 alike). */
+ * Q4_K 0.14 vs 0.34 ms, Q5_K 0.24 vs 0.41, Q6_K 0.26 vs 0.47; 1024 x 4864 alike). A packed weight
+ * takes this GEMM for every token count. */
 static const mf_cpu_gemm gemm = {.min_tokens = 2,
                                   .scratch_size = scratch_size,
                                   .run = run,
