@@ -212,6 +212,33 @@ static inline void st_q5_K(const mf_block_q5_K *w, const mf_block_q8_K *a, ord_s
 }
 ORDERED_DOT(dot_q5_K, mf_block_q5_K, mf_block_q8_K, 256, st_q5_K, fin_acc_s)
 
+/* Half j of a Q6_K block: q[v] = the 6-bit values of its group v (values 128j + 32v..+31), the low
+ * or high nibbles of ql with two bits of qh as bits 4..5. */
+static inline __attribute__((always_inline)) void q6_half(const mf_block_q6_K *w, int j, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i l0 = mf_x86_load(w->ql + 64 * j), l1 = mf_x86_load(w->ql + 64 * j + 32);
+    const __m256i h = mf_x86_load(w->qh + 32 * j);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+}
+
+/* The int16 scales of half j's eight sub-blocks in both 128-bit lanes (s16), spread for group v:
+ * scale 2v over the low lane and 2v+1 over the high lane (bytes 0..15 and 16..31 of its 32 values). */
+static inline __m256i q6_half_scales(__m128i sc8, int j) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(j ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
+}
+static inline __m256i q6_group_scales(__m256i s16, int v) {
+    const char lo = (char)(4 * v), hi = (char)(4 * v + 2);
+    const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                                          lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
+                                          hi, hi + 1, hi, hi + 1, hi, hi + 1);
+    return _mm256_shuffle_epi8(s16, pick);
+}
+
 /* Q6_K: unsigned 6-bit q against the activations, minus 32 * sum(scale * activation) taken per
  * 32 consecutive values (lane p gets values 32p..32p+31 of the super-block, from bsums). */
 static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_state *st) {
@@ -221,29 +248,13 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
     const __m256i off = _mm256_slli_epi32(
         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_cvtepi8_epi16(sc8)), 5);
     __m256i sum = _mm256_setzero_si256();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     for (int j = 0; j < 2; j++) {
-        /* scales 8j..8j+7 as int16 in both 128-bit lanes; pick[v] spreads scale 2v over the low lane
-         * and 2v+1 over the high lane (bytes 0..15 and 16..31 of the 32 values) */
-        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(j ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
-        const __m256i l0 = mf_x86_load(w->ql + 64 * j), l1 = mf_x86_load(w->ql + 64 * j + 32);
-        const __m256i h = mf_x86_load(w->qh + 32 * j);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
-        };
+        const __m256i s16 = q6_half_scales(sc8, j);
+        __m256i q[4];
+        q6_half(w, j, q);
         for (int v = 0; v < 4; v++) {
-            const char lo = (char)(4 * v), hi = (char)(4 * v + 2);
-            const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
-                                                  lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
-                                                  hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
             const __m256i p16 = _mm256_maddubs_epi16(q[v], mf_x86_load(a->qs + 128 * j + 32 * v));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, _mm256_shuffle_epi8(s16, pick)));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, q6_group_scales(s16, v)));
         }
     }
     sum = _mm256_sub_epi32(sum, off);
@@ -790,7 +801,6 @@ static inline __attribute__((always_inline)) void dot8n_q6_K_avx2(const int nt, 
                                                                    const uint8_t *a, size_t as, float *out, size_t os) {
     const size_t bs = sizeof(mf_block_q6_K), ahead = dot8_ahead(ws);
     const int lines = (int)((8 * bs + 63) / 64);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     __m256 acc[4][8];
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < 8; r++) acc[t][r] = _mm256_setzero_ps();
@@ -806,24 +816,11 @@ static inline __attribute__((always_inline)) void dot8n_q6_K_avx2(const int nt, 
             __m256i sum[4];
             for (int t = 0; t < nt; t++) sum[t] = _mm256_setzero_si256();
             for (int j = 0; j < 2; j++) {
-                const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(j ? _mm_unpackhi_epi64(sc8, sc8) : sc8));
-                const __m256i l0 = mf_x86_load(b->ql + 64 * j), l1 = mf_x86_load(b->ql + 64 * j + 32);
-                const __m256i h = mf_x86_load(b->qh + 32 * j);
-                const __m256i q[4] = {
-                    _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-                    _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
-                };
+                const __m256i s16 = q6_half_scales(sc8, j);
+                __m256i q[4];
+                q6_half(b, j, q);
                 for (int v = 0; v < 4; v++) {
-                    const char lo = (char)(4 * v), hi = (char)(4 * v + 2);
-                    const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
-                                                          lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1,
-                                                          hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
-                    const __m256i scv = _mm256_shuffle_epi8(s16, pick);
+                    const __m256i scv = q6_group_scales(s16, v);
                     for (int t = 0; t < nt; t++) {
                         const __m256i p16 = _mm256_maddubs_epi16(q[v], mf_x86_load(ab[t]->qs + 128 * j + 32 * v));
                         sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p16, scv));
