@@ -34,10 +34,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     q8a_run_packed(Q8A_Q5_0, Q8A_FEW_Q5, &gemm, pack, unpack, w, o0, o1, act, act_row, nt, y, ldy, scratch);
 }
 
-/* min_tokens 4 for a weight in the file's layout: with 2 tokens the panel unpacking costs more than
- * the dots save (bench_gemm, 896 x 4864: Q8_0 0.54 vs 0.50 ms, Q4_K 0.52 vs 0.45, Q6_K 0.83 vs 0.44);
- * with 4 the GEMM is ahead. A packed weight takes this GEMM for every token count. */
-static const mf_cpu_gemm gemm = {.min_tokens = 4,
+/* min_tokens: Q8A_MIN_TOKENS (gemm_q8_avx2.h). */
+static const mf_cpu_gemm gemm = {.min_tokens = Q8A_MIN_TOKENS,
                                   .scratch_size = q8a_scratch_size,
                                   .run = run,
                                   .packed_size = packed_size,

@@ -374,6 +374,13 @@ static inline __attribute__((always_inline)) void q8a_few(int kind, const mf_wei
     }
 }
 
+/* The fewest tokens for which a weight in the file's layout takes these GEMMs rather than the
+ * eight-row dots (mf_cpu_gemm.min_tokens; Q8_0's own is 5, gemm_q8_0_avx2.c): with 2 tokens the
+ * panel unpacking costs more than the dots save (bench_gemm, 896 x 4864: Q8_0 0.54 vs 0.50 ms, Q4_K
+ * 0.52 vs 0.45, Q6_K 0.83 vs 0.44); with 4 the GEMM is ahead. A packed weight takes the GEMM for
+ * every token count. */
+#define Q8A_MIN_TOKENS 4
+
 /* A run (cpu_gemm.h) of the GEMM g, whose packed layout is of this kind: up to few tokens straight
  * from a weight's packed copy (q8a_few), more through panels unpacked from it (unpack); a weight in
  * the file's layout through panels packed from its blocks (pack). */
