@@ -8,6 +8,7 @@
 #include "test.h"
 #include "simd/simd.h"
 #include "cpu/cpu.h"
+#include "cpu/cpu_dot_order.h"
 #include "core/core.h"
 
 #include <stdint.h>
@@ -51,6 +52,8 @@ static void random_weights(mf_type t, void *dst, int64_t n) {
         case MF_TYPE_Q4_K: ((mf_block_q4_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q4_K *)dst)[i].dmin = rnd_h(0.01f); break;
         case MF_TYPE_Q5_K: ((mf_block_q5_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q5_K *)dst)[i].dmin = rnd_h(0.01f); break;
         case MF_TYPE_Q6_K: ((mf_block_q6_K *)dst)[i].d = rnd_h(0.01f); break;
+        case MF_TYPE_Q2_K: ((mf_block_q2_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q2_K *)dst)[i].dmin = rnd_h(0.01f); break;
+        case MF_TYPE_Q3_K: ((mf_block_q3_K *)dst)[i].d = rnd_h(0.01f); break;
         default: break;
         }
     }
@@ -252,6 +255,61 @@ static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x) {
     }
 }
 
+/* Q2_K and Q3_K: the x86 levels' kernels follow llama.cpp's x86 order, bit for bit their scalar
+ * twins (mf_cpu_dot_q2_K_x86_ref, q3_K), and within the float bound of the portable reference (its
+ * generic order), on random blocks with activations quantized from floats and with random activation
+ * bytes (every q8 from -128 to 127, and bsums unrelated to them, which Q2_K reads), at every length
+ * of up to nine super-blocks and on large rows; their tiles as the other types'. Other levels run
+ * the reference itself. */
+static void test_k23(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
+    static const mf_type types[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K};
+    const bool x86 = lv == MF_SIMD_AVX2 || lv == MF_SIMD_AVX512;
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+        const mf_type t = types[ti];
+        const mf_type_traits *tr = mf_type_get_traits(t);
+        if (!x86) {
+            printf("  %s at %s: the reference (no kernel of its own; skipped)\n", tr->name, mf_simd_level_name(lv));
+            continue;
+        }
+        CHECKF(mf_simd_has_vec_dot(lv, t), "%s has no %s kernel", tr->name, mf_simd_level_name(lv));
+        const mf_vec_dot_fn ref = tr->vec_dot, dot = mf_simd_vec_dot_at(lv, t);
+        const mf_vec_dot_fn twin = t == MF_TYPE_Q2_K ? mf_cpu_dot_q2_K_x86_ref : mf_cpu_dot_q3_K_x86_ref;
+        int64_t ns[16];
+        const int nn = lengths(MF_QK_K, ns);
+        int bad = 0, far = 0;
+        for (int k = 0; k < nn; k++) {
+            const int64_t n = ns[k];
+            if (n > max_n) continue;
+            for (int rep = 0; rep < 6; rep++) {
+                random_weights(t, w, n);
+                if (rep % 2) {
+                    const size_t size = mf_row_size(MF_TYPE_Q8_K, n);
+                    for (size_t i = 0; i < size; i++) a[i] = (uint8_t)rnd();
+                    for (int64_t b = 0; b < n / MF_QK_K; b++) ((mf_block_q8_K *)a)[b].d = rndf() * 0.01f;
+                } else {
+                    random_acts(x, n);
+                    mf_type_get_traits(MF_TYPE_Q8_K)->quantize(x, a, n);
+                }
+                const float want = twin(n, w, a), got = dot(n, w, a), generic = ref(n, w, a);
+                if (memcmp(&got, &want, sizeof got) && bad++ < 3)
+                    CHECKF(0, "%s %s n=%lld: %.9g vs its twin %.9g", mf_simd_level_name(lv), tr->name, (long long)n, got,
+                           want);
+                if (rep % 2 == 0 && !close_enough(got, generic, abs_dot(t, w, MF_TYPE_Q8_K, a, n, tw, ta)) && far++ < 3)
+                    CHECKF(0, "%s %s n=%lld: %.9g vs reference %.9g", mf_simd_level_name(lv), tr->name, (long long)n,
+                           got, generic);
+                test_checks += 2;
+            }
+        }
+        const int64_t nbs[] = {1, 2, 9};
+        for (size_t ni = 0; ni < MF_ARRAY_LEN(nbs); ni++) {
+            const int64_t n = nbs[ni] * MF_QK_K;
+            const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(MF_TYPE_Q8_K, n) + 40;
+            for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
+            test_gemm_shape(lv, t, n, w, ws, a, as, x);
+        }
+    }
+}
+
 /* MINFER_ISA in a child process (the level is chosen once per process). */
 static void test_isa_override(const char *self) {
     mf_simd_level best = MF_SIMD_SCALAR;
@@ -301,6 +359,7 @@ int main(int argc, char **argv) {
         test_dots(lv, max_n, w, a, x, tw, ta);
         test_quantizers(lv, max_n, a, o, x);
         test_gemm(lv, w, a, x);
+        test_k23(lv, max_n, w, a, x, tw, ta);
     }
     test_isa_override(argv[0]);
     free(w), free(a), free(o), free(x), free(tw), free(ta);

@@ -86,6 +86,15 @@ float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a);
  * s = fma(sum, d_w * d_a, s), the float steps of the repacked Q4_0 order. n values of a Q8_0 row
  * against a Q8_0 row. */
 float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a);
+/* Plain scalar twins of llama.cpp's x86 Q2_K and Q3_K dots (its AVX2 ggml_vec_dot_q2_K_q8_K and
+ * q3_K_q8_K), which the x86 levels' kernels for these types follow bit for bit (dot_k_avx2.c):
+ * eight int32 lanes per super-block, lane k the scaled products of values 32c + 4k .. 32c + 4k + 3
+ * of every chunk c of 32, then acc_k = fma(d_w * d_a, lane_k, acc_k) (Q2_K after acc_k =
+ * fma(-d_a * dmin, m_2k bsums_2k + m_2k+1 bsums_2k+1, acc_k)), and at the end
+ * ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)). The portable reference
+ * (mf_quant_dot_q2_K_q8_K, q3_K) is llama.cpp's generic order. n values of a row against a Q8_K row. */
+float mf_cpu_dot_q2_K_x86_ref(int64_t n, const void *w, const void *a);
+float mf_cpu_dot_q3_K_x86_ref(int64_t n, const void *w, const void *a);
 
 #if defined(__x86_64__)
 /* What the x86 files offer the dispatch table (cpu_dispatch.c decides which serves where). The

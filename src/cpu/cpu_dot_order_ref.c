@@ -35,6 +35,45 @@ float mf_cpu_dot_q4_K_rp_ref(int64_t n, const void *w, const void *a) {
     return s - sm;
 }
 
+/* A Q2_K / Q3_K block's 2-bit field of value e (quant.h: bits 2k of qs[32h + l], e = 128h + 32k + l). */
+static inline int k23_low(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+/* llama.cpp's horizontal sum of eight float lanes */
+static float hsum8_x86(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+float mf_cpu_dot_q2_K_x86_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_q2_K *x = w;
+    const mf_block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        const float d = y[i].d * mf_fp16_to_f32(x[i].d), dmin = -y[i].d * mf_fp16_to_f32(x[i].dmin);
+        int32_t lane[8] = {0};
+        for (int e = 0; e < MF_QK_K; e++) lane[e % 32 / 4] += (x[i].scales[e / 16] & 0xF) * k23_low(x[i].qs, e) * y[i].qs[e];
+        for (int k = 0; k < 8; k++) {
+            const int32_t prod = (x[i].scales[2 * k] >> 4) * y[i].bsums[2 * k] + (x[i].scales[2 * k + 1] >> 4) * y[i].bsums[2 * k + 1];
+            acc[k] = fmaf(dmin, (float)prod, acc[k]);
+            acc[k] = fmaf(d, (float)lane[k], acc[k]);
+        }
+    }
+    return hsum8_x86(acc);
+}
+
+float mf_cpu_dot_q3_K_x86_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_q3_K *x = w;
+    const mf_block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        const float d = y[i].d * mf_fp16_to_f32(x[i].d);
+        int32_t lane[8] = {0};
+        for (int e = 0; e < MF_QK_K; e++) {
+            const int q = k23_low(x[i].qs, e) - ((x[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
+            lane[e % 32 / 4] += mf_q3_K_scale(x[i].scales, e / 16) * q * y[i].qs[e];
+        }
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
+    }
+    return hsum8_x86(acc);
+}
+
 float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a) {
     const mf_block_q8_0 *x = w, *y = a;
     float s = 0.0f;

@@ -63,6 +63,12 @@ typedef struct { uint8_t scales[MF_QK_K / 16]; uint8_t qs[MF_QK_K / 4]; uint16_t
  * low 2 bits as in Q2_K, bit 2 (set = no -4) is bit e / 32 of hmask[e % 32]. x = d * (s_g - 32) * q.
  * s_g: low 4 bits = g < 8 ? scales[g] & 15 : scales[g - 8] >> 4, high 2 bits = scales[8 + g % 4] >> 2 (g / 4). */
 typedef struct { uint8_t hmask[MF_QK_K / 8]; uint8_t qs[MF_QK_K / 4]; uint8_t scales[12]; uint16_t d; } mf_block_q3_K;
+/* Group g's scale s_g - 32 from a Q3_K block's packed scales (the layout above). */
+static inline int mf_q3_K_scale(const uint8_t s[12], int g) {
+    const int lo = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
+    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
 
 /* Non-linear 4-bit: x = d * mf_iq4nl_values[q], q = nibble (order as Q4_0). */
 typedef struct { uint16_t d; uint8_t qs[16]; } mf_block_iq4_nl;

@@ -134,11 +134,6 @@ static float fit_q3(int n, int nmax, const float *x, int8_t *L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-static inline int q3_scale(const uint8_t s[12], int g) {
-    const int lo = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
-    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-    return (lo | hi << 4) - 32;
-}
 
 void mf_quant_quantize_q3_K(const float *src, void *dst, int64_t n) {
     mf_block_q3_K *b = dst;
@@ -171,7 +166,7 @@ void mf_quant_quantize_q3_K(const float *src, void *dst, int64_t n) {
         }
         const float d_all = mf_fp16_to_f32(b[i].d);
         for (int g = 0; g < 16; g++) {
-            const float d = d_all * q3_scale(b[i].scales, g);
+            const float d = d_all * mf_q3_K_scale(b[i].scales, g);
             if (!d) continue;
             for (int ii = 0; ii < 16; ii++) {
                 const int l = mf_quant_nearest_int(src[16 * g + ii] / d);
@@ -194,7 +189,7 @@ void mf_quant_dequant_q3_K(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / MF_QK_K; i++, dst += MF_QK_K) {
         const float d_all = mf_fp16_to_f32(b[i].d);
         for (int g = 0; g < 16; g++) {
-            const float dl = d_all * q3_scale(b[i].scales, g);
+            const float dl = d_all * mf_q3_K_scale(b[i].scales, g);
             const uint8_t *q = b[i].qs + 32 * (g / 8) + 16 * (g % 2), *hm = b[i].hmask + 16 * (g % 2);
             const int shift = 2 * ((g / 2) % 4), hbit = g / 2; /* e / 32 for e in group g */
             for (int l = 0; l < 16; l++) dst[16 * g + l] = dl * (((q[l] >> shift) & 3) - ((hm[l] >> hbit) & 1 ? 0 : 4));
@@ -236,7 +231,7 @@ float mf_quant_dot_q3_K_q8_K(int64_t n, const void *w, const void *a) {
         int32_t lanes[8] = {0};
         for (int e = 0; e < MF_QK_K; e++) {
             const int q = level_2bit(x[i].qs, e) - ((x[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
-            lanes[e % 8] += q3_scale(x[i].scales, e / 16) * (y[i].qs[e] * q);
+            lanes[e % 8] += mf_q3_K_scale(x[i].scales, e / 16) * (y[i].qs[e] * q);
         }
         const float d = mf_fp16_to_f32(x[i].d) * y[i].d;
         for (int l = 0; l < 8; l++) sums[l] += d * lanes[l];
