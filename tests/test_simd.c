@@ -54,6 +54,8 @@ static void random_weights(mf_type t, void *dst, int64_t n) {
         case MF_TYPE_Q6_K: ((mf_block_q6_K *)dst)[i].d = rnd_h(0.01f); break;
         case MF_TYPE_Q2_K: ((mf_block_q2_K *)dst)[i].d = rnd_h(0.01f), ((mf_block_q2_K *)dst)[i].dmin = rnd_h(0.01f); break;
         case MF_TYPE_Q3_K: ((mf_block_q3_K *)dst)[i].d = rnd_h(0.01f); break;
+        case MF_TYPE_IQ4_NL: ((mf_block_iq4_nl *)dst)[i].d = rnd_h(0.01f); break;
+        case MF_TYPE_IQ4_XS: ((mf_block_iq4_xs *)dst)[i].d = rnd_h(0.01f); break;
         default: break;
         }
     }
@@ -255,14 +257,16 @@ static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x) {
     }
 }
 
-/* Q2_K and Q3_K: the x86 levels' kernels follow llama.cpp's x86 order, bit for bit their scalar
- * twins (mf_cpu_dot_q2_K_x86_ref, q3_K), and within the float bound of the portable reference (its
- * generic order), on random blocks with activations quantized from floats and with random activation
- * bytes (every q8 from -128 to 127, and bsums unrelated to them, which Q2_K reads), at every length
- * of up to nine super-blocks and on large rows; their tiles as the other types'. Other levels run
- * the reference itself. */
-static void test_k23(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
-    static const mf_type types[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K};
+/* Q2_K, Q3_K, IQ4_NL and IQ4_XS: the x86 levels' kernels follow llama.cpp's x86 orders, bit for bit
+ * their scalar twins (mf_cpu_dot_q2_K_x86_ref ...), and within the float bound of the portable
+ * reference (llama.cpp's generic order), on random blocks with activations quantized from floats and
+ * with random activation bytes (every q8 from -127 to 127, -128 too for Q2_K and Q3_K, and bsums
+ * unrelated to them, which Q2_K reads), at every length of up to nine blocks and on large rows; their tiles as the other types'.
+ * Other levels run the reference itself. */
+static void test_x86_orders(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, float *x, float *tw, float *ta) {
+    static const mf_type types[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
+    static const mf_vec_dot_fn twins[] = {mf_cpu_dot_q2_K_x86_ref, mf_cpu_dot_q3_K_x86_ref, mf_cpu_dot_iq4_nl_x86_ref,
+                                          mf_cpu_dot_iq4_xs_x86_ref};
     const bool x86 = lv == MF_SIMD_AVX2 || lv == MF_SIMD_AVX512;
     for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
         const mf_type t = types[ti];
@@ -273,9 +277,10 @@ static void test_k23(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, fl
         }
         CHECKF(mf_simd_has_vec_dot(lv, t), "%s has no %s kernel", tr->name, mf_simd_level_name(lv));
         const mf_vec_dot_fn ref = tr->vec_dot, dot = mf_simd_vec_dot_at(lv, t);
-        const mf_vec_dot_fn twin = t == MF_TYPE_Q2_K ? mf_cpu_dot_q2_K_x86_ref : mf_cpu_dot_q3_K_x86_ref;
+        const mf_vec_dot_fn twin = twins[ti];
+        const mf_type at = tr->vec_dot_type;
         int64_t ns[16];
-        const int nn = lengths(MF_QK_K, ns);
+        const int nn = lengths(tr->blck_size, ns);
         int bad = 0, far = 0;
         for (int k = 0; k < nn; k++) {
             const int64_t n = ns[k];
@@ -283,18 +288,27 @@ static void test_k23(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, fl
             for (int rep = 0; rep < 6; rep++) {
                 random_weights(t, w, n);
                 if (rep % 2) {
-                    const size_t size = mf_row_size(MF_TYPE_Q8_K, n);
-                    for (size_t i = 0; i < size; i++) a[i] = (uint8_t)rnd();
-                    for (int64_t b = 0; b < n / MF_QK_K; b++) ((mf_block_q8_K *)a)[b].d = rndf() * 0.01f;
+                    const size_t size = mf_row_size(at, n);
+                    /* the IQ4 kernels sign the activations by the weights (vpsignb): -128, which no
+                     * quantizer makes, would not negate */
+                    const bool sign_trick = t == MF_TYPE_IQ4_NL || t == MF_TYPE_IQ4_XS;
+                    for (size_t i = 0; i < size; i++) {
+                        a[i] = (uint8_t)rnd();
+                        if (sign_trick && a[i] == 0x80) a[i] = 0x81;
+                    }
+                    for (int64_t b = 0; b < n / mf_type_get_traits(at)->blck_size; b++) {
+                        if (at == MF_TYPE_Q8_K) ((mf_block_q8_K *)a)[b].d = rndf() * 0.01f;
+                        else ((mf_block_q8_0 *)a)[b].d = rnd_h(0.01f);
+                    }
                 } else {
                     random_acts(x, n);
-                    mf_type_get_traits(MF_TYPE_Q8_K)->quantize(x, a, n);
+                    mf_type_get_traits(at)->quantize(x, a, n);
                 }
                 const float want = twin(n, w, a), got = dot(n, w, a), generic = ref(n, w, a);
                 if (memcmp(&got, &want, sizeof got) && bad++ < 3)
                     CHECKF(0, "%s %s n=%lld: %.9g vs its twin %.9g", mf_simd_level_name(lv), tr->name, (long long)n, got,
                            want);
-                if (rep % 2 == 0 && !close_enough(got, generic, abs_dot(t, w, MF_TYPE_Q8_K, a, n, tw, ta)) && far++ < 3)
+                if (rep % 2 == 0 && !close_enough(got, generic, abs_dot(t, w, at, a, n, tw, ta)) && far++ < 3)
                     CHECKF(0, "%s %s n=%lld: %.9g vs reference %.9g", mf_simd_level_name(lv), tr->name, (long long)n,
                            got, generic);
                 test_checks += 2;
@@ -302,11 +316,27 @@ static void test_k23(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t *a, fl
         }
         const int64_t nbs[] = {1, 2, 9};
         for (size_t ni = 0; ni < MF_ARRAY_LEN(nbs); ni++) {
-            const int64_t n = nbs[ni] * MF_QK_K;
-            const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(MF_TYPE_Q8_K, n) + 40;
+            const int64_t n = nbs[ni] * tr->blck_size;
+            const size_t ws = mf_row_size(t, n) + 8, as = mf_row_size(at, n) + 40;
             for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
             test_gemm_shape(lv, t, n, w, ws, a, as, x);
         }
+        /* one activation row against many weight rows (IQ4_NL takes eight at a time there): 19 rows,
+         * two groups of eight and three alone, each output its dot's bits */
+        const int64_t n = 9 * tr->blck_size;
+        const size_t ws = mf_row_size(t, n) + 8;
+        for (int r = 0; r < 19; r++) random_weights(t, w + r * ws, n);
+        random_acts(x, n);
+        mf_type_get_traits(at)->quantize(x, a, n);
+        float y19[19];
+        mf_simd_gemm_at(lv, t)(n, 19, 1, w, ws, a, 0, y19, 1);
+        int wrong = 0;
+        for (int r = 0; r < 19; r++) {
+            const float want = dot(n, w + r * ws, a);
+            wrong += memcmp(&y19[r], &want, sizeof want) != 0;
+        }
+        CHECKF(wrong == 0, "%s %s: 19 rows x 1 token, %d outputs differ from the dot", mf_simd_level_name(lv), tr->name,
+               wrong);
     }
 }
 
@@ -359,7 +389,7 @@ int main(int argc, char **argv) {
         test_dots(lv, max_n, w, a, x, tw, ta);
         test_quantizers(lv, max_n, a, o, x);
         test_gemm(lv, w, a, x);
-        test_k23(lv, max_n, w, a, x, tw, ta);
+        test_x86_orders(lv, max_n, w, a, x, tw, ta);
     }
     test_isa_override(argv[0]);
     free(w), free(a), free(o), free(x), free(tw), free(ta);

@@ -95,6 +95,13 @@ float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a);
  * (mf_quant_dot_q2_K_q8_K, q3_K) is llama.cpp's generic order. n values of a row against a Q8_K row. */
 float mf_cpu_dot_q2_K_x86_ref(int64_t n, const void *w, const void *a);
 float mf_cpu_dot_q3_K_x86_ref(int64_t n, const void *w, const void *a);
+/* Plain scalar twins of llama.cpp's x86 orders of IQ4_NL (its repacked 8x8 GEMV/GEMM on AVX2: per
+ * block s = fma(exact sum of the 32 products, d_w * d_a, s); n values against a Q8_0 row) and IQ4_XS
+ * (its AVX2 ggml_vec_dot_iq4_xs_q8_K: the eight-lane shape of the Q2_K / Q3_K twins above, lane k the
+ * values 4k .. 4k + 3 of each sub-block of 32 times its scale; against a Q8_K row), which the x86
+ * levels' kernels follow bit for bit (dot_iq4_avx2.c). */
+float mf_cpu_dot_iq4_nl_x86_ref(int64_t n, const void *w, const void *a);
+float mf_cpu_dot_iq4_xs_x86_ref(int64_t n, const void *w, const void *a);
 
 #if defined(__x86_64__)
 /* What the x86 files offer the dispatch table (cpu_dispatch.c decides which serves where). The

@@ -74,6 +74,38 @@ float mf_cpu_dot_q3_K_x86_ref(int64_t n, const void *w, const void *a) {
     return hsum8_x86(acc);
 }
 
+float mf_cpu_dot_iq4_nl_x86_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_iq4_nl *x = w;
+    const mf_block_q8_0 *y = a;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32_t isum = 0;
+        for (int l = 0; l < 16; l++)
+            isum += mf_iq4nl_values[x[i].qs[l] & 0xF] * y[i].qs[l] + mf_iq4nl_values[x[i].qs[l] >> 4] * y[i].qs[l + 16];
+        s = fmaf((float)isum, mf_fp16_to_f32(x[i].d) * mf_fp16_to_f32(y[i].d), s);
+    }
+    return s;
+}
+
+float mf_cpu_dot_iq4_xs_x86_ref(int64_t n, const void *w, const void *a) {
+    const mf_block_iq4_xs *x = w;
+    const mf_block_q8_K *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        int32_t lane[8] = {0};
+        for (int b = 0; b < MF_QK_K / 32; b++) {
+            const int ls = (((x[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((x[i].scales_h >> (2 * b)) & 3) << 4) - 32;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t q = x[i].qs[16 * b + l % 16];
+                lane[l / 4] += ls * mf_iq4nl_values[l < 16 ? q & 0xF : q >> 4] * y[i].qs[32 * b + l];
+            }
+        }
+        const float d = mf_fp16_to_f32(x[i].d) * y[i].d;
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
+    }
+    return hsum8_x86(acc);
+}
+
 float mf_cpu_dot_q8_0_rp_ref(int64_t n, const void *w, const void *a) {
     const mf_block_q8_0 *x = w, *y = a;
     float s = 0.0f;

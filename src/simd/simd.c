@@ -79,6 +79,7 @@ static void register_level(mf_simd_level level) {
     if (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) {
         mf_simd_register_avx2(t);
         mf_simd_register_avx2_k(t);
+        mf_simd_register_avx2_iq4(t);
         mf_simd_register_avx2_act(t);
         mf_simd_register_avx2_float(t);
     }

@@ -20,6 +20,7 @@ typedef struct mf_simd_table {
  * supports the level. */
 void mf_simd_register_avx2(mf_simd_table *t);
 void mf_simd_register_avx2_k(mf_simd_table *t);
+void mf_simd_register_avx2_iq4(mf_simd_table *t);
 void mf_simd_register_avx2_act(mf_simd_table *t);
 void mf_simd_register_avx2_float(mf_simd_table *t);
 void mf_simd_register_avx512(mf_simd_table *t);
