@@ -9,6 +9,7 @@
 #include "simd/simd.h"
 #include "cpu/cpu.h"
 #include "cpu/cpu_dot_order.h"
+#include "cpu/cpu_gemm.h"
 #include "core/core.h"
 
 #include <stdint.h>
@@ -257,6 +258,55 @@ static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x) {
     }
 }
 
+#if defined(__x86_64__)
+/* IQ4_NL's ordered dots (the dispatch's decode: eight and four rows a call) and its prefill GEMM,
+ * each output bit for bit its scalar twin's, on 19 rows (two panels of eight and three more) and
+ * 1 to 17 tokens */
+static void test_iq4_nl_ordered(uint8_t *w, uint8_t *a, float *x) {
+    const int64_t K = 9 * 32, N = 19, T = 17;
+    const size_t ws = mf_row_size(MF_TYPE_IQ4_NL, K), as = mf_row_size(MF_TYPE_Q8_0, K);
+    for (int r = 0; r < N; r++) random_weights(MF_TYPE_IQ4_NL, w + r * ws, K);
+    for (int t = 0; t < T; t++) {
+        random_acts(x, K);
+        mf_type_get_traits(MF_TYPE_Q8_0)->quantize(x, a + t * as, K);
+    }
+    const mf_cpu_ordered_dots d = mf_cpu_ordered_dots_iq4_nl_avx2();
+    int wrong = 0;
+    for (int r0 = 0; r0 + 8 <= N; r0 += 4) {
+        float y[8];
+        d.dot8(K, w + r0 * ws, ws, a, y);
+        for (int r = 0; r < 8; r++) {
+            const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + (r0 + r) * ws, a);
+            wrong += memcmp(&y[r], &want, sizeof want) != 0;
+        }
+        d.dot4(K, w + r0 * ws, ws, a, y);
+        for (int r = 0; r < 4; r++) {
+            const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + (r0 + r) * ws, a);
+            wrong += memcmp(&y[r], &want, sizeof want) != 0;
+        }
+    }
+    CHECKF(wrong == 0, "IQ4_NL eight- and four-row dots: %d outputs differ from the twin", wrong);
+    const mf_cpu_gemm *g = mf_cpu_gemm_iq4_nl_avx2();
+    const mf_weight wt = {.type = MF_TYPE_IQ4_NL, .ne = {K, N}, .data = w, .row_bytes = ws};
+    const size_t sb = (g->scratch_size(K) + 63) & ~(size_t)63;
+    void *scratch = aligned_alloc(64, sb);
+    float *y = malloc(sizeof(float) * (size_t)(N * T));
+    CHECK(scratch && y);
+    const int64_t nts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+    for (size_t k = 0; scratch && y && k < MF_ARRAY_LEN(nts); k++) {
+        g->run(&wt, 0, N, a, as, nts[k], y, (size_t)N, scratch);
+        wrong = 0;
+        for (int64_t t = 0; t < nts[k]; t++)
+            for (int64_t r = 0; r < N; r++) {
+                const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + r * ws, a + t * as);
+                wrong += memcmp(&y[t * N + r], &want, sizeof want) != 0;
+            }
+        CHECKF(wrong == 0, "IQ4_NL GEMM, %lld tokens: %d outputs differ from the twin", (long long)nts[k], wrong);
+    }
+    free(scratch), free(y);
+}
+#endif
+
 /* Q2_K, Q3_K, IQ4_NL and IQ4_XS: the x86 levels' kernels follow llama.cpp's x86 orders, bit for bit
  * their scalar twins (mf_cpu_dot_q2_K_x86_ref ...), and within the float bound of the portable
  * reference (llama.cpp's generic order), on random blocks with activations quantized from floats and
@@ -321,22 +371,9 @@ static void test_x86_orders(mf_simd_level lv, int64_t max_n, uint8_t *w, uint8_t
             for (int r = 0; r < NR; r++) random_weights(t, w + r * ws, n);
             test_gemm_shape(lv, t, n, w, ws, a, as, x);
         }
-        /* one activation row against many weight rows (IQ4_NL takes eight at a time there): 19 rows,
-         * two groups of eight and three alone, each output its dot's bits */
-        const int64_t n = 9 * tr->blck_size;
-        const size_t ws = mf_row_size(t, n) + 8;
-        for (int r = 0; r < 19; r++) random_weights(t, w + r * ws, n);
-        random_acts(x, n);
-        mf_type_get_traits(at)->quantize(x, a, n);
-        float y19[19];
-        mf_simd_gemm_at(lv, t)(n, 19, 1, w, ws, a, 0, y19, 1);
-        int wrong = 0;
-        for (int r = 0; r < 19; r++) {
-            const float want = dot(n, w + r * ws, a);
-            wrong += memcmp(&y19[r], &want, sizeof want) != 0;
-        }
-        CHECKF(wrong == 0, "%s %s: 19 rows x 1 token, %d outputs differ from the dot", mf_simd_level_name(lv), tr->name,
-               wrong);
+#if defined(__x86_64__)
+        if (t == MF_TYPE_IQ4_NL) test_iq4_nl_ordered(w, a, x);
+#endif
     }
 }
 

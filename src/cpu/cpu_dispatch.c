@@ -79,6 +79,7 @@ static const struct {
     {MF_TYPE_Q8_0, MF_ORDER_REPACKED, {mf_cpu_gemm_q8_0_rp_avx2, mf_cpu_gemm_q8_0_rp_avxvnni, NULL}},
     {MF_TYPE_Q5_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx512}},
     {MF_TYPE_Q6_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx512}},
+    {MF_TYPE_IQ4_NL, MF_ORDER_PLAIN, {mf_cpu_gemm_iq4_nl_avx2, mf_cpu_gemm_iq4_nl_avx2, mf_cpu_gemm_iq4_nl_avx2}},
 };
 
 static const mf_cpu_gemm *gemm_build(mf_type t, int variant, int build) {
@@ -131,10 +132,6 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
         /* the AVX2 float dot is one fma chain per row (dot_float_avx2.c): a one-token matmul runs
          * on the tile, which takes rows from four strands of the matrix side by side */
         m.tile_one = fl == MF_SIMD_AVX2 && is_float;
-#if defined(__x86_64__)
-        /* and IQ4_NL's at the x86 levels: eight rows' chains in one vector (dot_iq4_avx2.c) */
-        if ((level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) && t == MF_TYPE_IQ4_NL) m.tile_one = true;
-#endif
         for (int rows8 = 0; rows8 < 2; rows8++) {
             mf_cpu_mm_kernels e = m;
 #if defined(__x86_64__)

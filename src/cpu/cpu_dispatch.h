@@ -19,7 +19,7 @@ typedef struct mf_cpu_mm_kernels {
     mf_quantize_fn quant;  /* F32 -> act; NULL when act is F32 */
     mf_vec_dot_fn dot;     /* one weight row against one activation row; NULL: no kernel for the type */
     mf_gemm_fn tile;       /* the SIMD level's own multi-row tile; NULL where the ordered dots serve */
-    bool tile_one;         /* one token runs on the tile too (its dot is one fma chain: AVX2 floats, IQ4_NL) */
+    bool tile_one;         /* one token runs on the tile too (its dot is one fma chain: AVX2 floats) */
     mf_cpu_ordered_dots ord;     /* llama.cpp's float order (x86, MF_ORDER_EXACT); all NULL otherwise */
     const mf_cpu_gemm *gemm;     /* the ordered prefill GEMM (from gemm->min_tokens tokens); NULL: none */
 } mf_cpu_mm_kernels;

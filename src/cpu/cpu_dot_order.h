@@ -107,6 +107,8 @@ float mf_cpu_dot_iq4_xs_x86_ref(int64_t n, const void *w, const void *a);
 /* What the x86 files offer the dispatch table (cpu_dispatch.c decides which serves where). The
  * AVX2 set (AVX2 + FMA + F16C required). */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_avx2(mf_type t, int variant);
+/* IQ4_NL's ordered dots (dot_iq4_avx2.c: one row, four, eight), in mf_cpu_dot_iq4_nl_x86_ref's order */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_iq4_nl_avx2(void);
 /* A level's ordered dots for (t, variant): the AVX2 set, with the AVX-512 one-row (plain order) and
  * eight-row dots in their place at the AVX-512 level (bit-identical either way). */
 mf_cpu_ordered_dots mf_cpu_ordered_dots_at(mf_simd_level level, mf_type t, int variant);

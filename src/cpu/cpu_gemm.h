@@ -209,6 +209,8 @@ const mf_cpu_gemm *mf_cpu_gemm_q6_K_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q4_1_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void);
+/* IQ4_NL in llama.cpp's repacked order (one chain per output; also what the AVX-512 level runs) */
+const mf_cpu_gemm *mf_cpu_gemm_iq4_nl_avx2(void);
 /* The 32-value formats' AVX2 GEMMs built with AVX-VNNI (vpdpbusd on ymm; the CPU must have it): the
  * same bits (gemm_avx2_util.h). */
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avxvnni(void);

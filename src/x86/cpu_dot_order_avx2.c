@@ -867,6 +867,7 @@ static mf_cpu_ordered_dots dots_avx2(mf_type t, int variant) {
     case MF_TYPE_Q4_K: return ORD_PAIR(dot_q4_K);
     case MF_TYPE_Q5_K: return ORD_PAIR(dot_q5_K);
     case MF_TYPE_Q6_K: return (mf_cpu_ordered_dots){dot_q6_K, dot_q6_K_x4, NULL, dot_q6_K_x8n, 4, false, NULL, false};
+    case MF_TYPE_IQ4_NL: return mf_cpu_ordered_dots_iq4_nl_avx2();
     default: return none;
     }
 }

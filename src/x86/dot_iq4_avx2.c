@@ -13,6 +13,7 @@
  * weight row, each decoded once for all of them. */
 #include "simd/simd_kernels.h"
 #include "x86/x86_common.h"
+#include "cpu/cpu_dot_order.h"
 
 #include <math.h>
 
@@ -98,10 +99,12 @@ static inline __attribute__((always_inline)) void tile_iq4_xs_n(int64_t n, const
     for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
 }
 
-/* IQ4_NL, one activation row against eight weight rows: each block's eight integer sums as one
- * vector, so the eight outputs' chains are the lanes of one vector of fmas (the same steps as eight
- * dots: a dot's chain waits on each fma in turn) */
-static void rows8_iq4_nl(int64_t n, const uint8_t *w, size_t w_stride, const mf_block_q8_0 *y, float *out) {
+/* IQ4_NL, one activation row against eight weight rows (the ordered dots' dot8): each block's eight
+ * integer sums as one vector, so the eight outputs' chains are the lanes of one vector of fmas (the
+ * same steps as eight dots: a dot's chain waits on each fma in turn) */
+static void rows8_iq4_nl(int64_t n, const void *vw, size_t w_stride, const void *va, float *out) {
+    const uint8_t *w = vw;
+    const mf_block_q8_0 *y = va;
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
@@ -137,14 +140,10 @@ static void rows8_iq4_nl(int64_t n, const uint8_t *w, size_t w_stride, const mf_
         tile_n(n, w, a, 0, 1, &r, 0);                                                                       \
         return r;                                                                                           \
     }                                                                                                       \
-    /* rows outer, groups of NC activation rows inner: each weight row is read from memory once; IQ4_NL's \
-     * single activation rows eight weight rows at a time */                                                \
+    /* rows outer, groups of NC activation rows inner: each weight row is read from memory once */         \
     static void gemm_##T(int64_t n, int nr, int nc, const void *w, size_t w_stride, const void *a,         \
                          size_t a_stride, float *out, size_t out_stride) {                                  \
-        int r = 0;                                                                                          \
-        if (nc == 1 && MF_TYPE_##T == MF_TYPE_IQ4_NL)                                                       \
-            for (; r + 8 <= nr; r += 8) rows8_iq4_nl(n, (const uint8_t *)w + (size_t)r * w_stride, w_stride, a, out + r); \
-        for (; r < nr; r++)                                                                                 \
+        for (int r = 0; r < nr; r++)                                                                        \
             for (int c0 = 0; c0 < nc; c0 += NC)                                                             \
                 tile_##T(n, (const uint8_t *)w + (size_t)r * w_stride, (const char *)a + (size_t)c0 * a_stride, \
                          a_stride, MF_MIN(NC, nc - c0), out + (size_t)c0 * out_stride + (size_t)r, out_stride); \
@@ -152,6 +151,17 @@ static void rows8_iq4_nl(int64_t n, const uint8_t *w, size_t w_stride, const mf_
 MF_STATIC_ASSERT(NC == 4, "IQ4_ENTRIES takes 1..4 activation rows");
 IQ4_ENTRIES(IQ4_NL, tile_iq4_nl_n)
 IQ4_ENTRIES(IQ4_XS, tile_iq4_xs_n)
+
+/* four rows: four dots (rows8_iq4_nl takes the rows in eights) */
+static void rows4_iq4_nl(int64_t n, const void *w, size_t w_stride, const void *a, float *out) {
+    for (int r = 0; r < 4; r++) out[r] = dot_IQ4_NL(n, (const uint8_t *)w + (size_t)r * w_stride, a);
+}
+
+/* IQ4_NL's ordered dots (cpu_dot_order.h): the dispatch's eight-row decode and its prefill GEMM
+ * (gemm_iq4_nl_avx2.c) run this order at every token count */
+mf_cpu_ordered_dots mf_cpu_ordered_dots_iq4_nl_avx2(void) {
+    return (mf_cpu_ordered_dots){dot_IQ4_NL, rows4_iq4_nl, rows8_iq4_nl, NULL, 0, false, NULL, false};
+}
 
 void mf_simd_register_avx2_iq4(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, IQ4_NL, Q8_0, dot_IQ4_NL, gemm_IQ4_NL);
