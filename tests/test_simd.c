@@ -259,9 +259,9 @@ static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x) {
 }
 
 #if defined(__x86_64__)
-/* IQ4_NL's ordered dots (the dispatch's decode: eight and four rows a call) and its prefill GEMM,
- * each output bit for bit its scalar twin's, on 19 rows (two panels of eight and three more) and
- * 1 to 17 tokens */
+/* IQ4_NL's ordered dots (the dispatch's decode: eight and four rows a call) and its GEMM on the
+ * file's layout and on its packed copy, each output bit for bit its scalar twin's, on 19 rows (two
+ * panels of eight and three more; packed: 24) and 1 to 17 tokens */
 static void test_iq4_nl_ordered(uint8_t *w, uint8_t *a, float *x) {
     const int64_t K = 9 * 32, N = 19, T = 17;
     const size_t ws = mf_row_size(MF_TYPE_IQ4_NL, K), as = mf_row_size(MF_TYPE_Q8_0, K);
@@ -303,6 +303,35 @@ static void test_iq4_nl_ordered(uint8_t *w, uint8_t *a, float *x) {
             }
         CHECKF(wrong == 0, "IQ4_NL GEMM, %lld tokens: %d outputs differ from the twin", (long long)nts[k], wrong);
     }
+    /* packed at load (24 rows: a panel and a half; the file's rows must come back from it) */
+    const int64_t NP = 24;
+    for (int r = 0; r < NP; r++) random_weights(MF_TYPE_IQ4_NL, w + r * ws, K);
+    mf_weight wp = {.type = MF_TYPE_IQ4_NL, .ne = {K, NP}, .data = w, .row_bytes = ws};
+    const size_t pb = g->packed_size ? g->packed_size(&wp) : 0;
+    CHECKF(pb > 0, "IQ4_NL: no packed layout");
+    uint8_t *packed = pb ? aligned_alloc(64, (pb + 63) & ~(size_t)63) : NULL, *row = malloc(ws);
+    float *yp = malloc(sizeof(float) * (size_t)(NP * T));
+    if (packed && row && yp && scratch) {
+        g->pack(&wp, packed);
+        wp.packed = packed, wp.packed_for = g;
+        int bad_rows = 0;
+        for (int64_t r = 0; r < NP; r++) {
+            g->packed_row(&wp, r, row);
+            bad_rows += memcmp(row, w + r * ws, ws) != 0;
+        }
+        CHECKF(bad_rows == 0, "IQ4_NL packed rows: %d differ from the file's", bad_rows);
+        for (size_t k = 0; k < MF_ARRAY_LEN(nts); k++) {
+            g->run(&wp, 0, NP, a, as, nts[k], yp, (size_t)NP, scratch);
+            wrong = 0;
+            for (int64_t t = 0; t < nts[k]; t++)
+                for (int64_t r = 0; r < NP; r++) {
+                    const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + r * ws, a + t * as);
+                    wrong += memcmp(&yp[t * NP + r], &want, sizeof want) != 0;
+                }
+            CHECKF(wrong == 0, "IQ4_NL packed GEMM, %lld tokens: %d outputs differ from the twin", (long long)nts[k], wrong);
+        }
+    }
+    free(packed), free(row), free(yp);
     free(scratch), free(y);
 }
 #endif
