@@ -259,6 +259,22 @@ static void test_gemm(mf_simd_level lv, uint8_t *w, uint8_t *a, float *x) {
 }
 
 #if defined(__x86_64__)
+/* The IQ4_NL GEMM g on w against 1 to 17 of the activation rows at a, every output its twin's */
+static void iq4_nl_gemm_runs(const mf_cpu_gemm *g, const mf_weight *w, const uint8_t *a, size_t as, void *scratch,
+                             float *y, const char *what) {
+    const int64_t K = w->ne[0], N = w->ne[1], nts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+    for (size_t k = 0; k < MF_ARRAY_LEN(nts); k++) {
+        g->run(w, 0, N, a, as, nts[k], y, (size_t)N, scratch);
+        int wrong = 0;
+        for (int64_t t = 0; t < nts[k]; t++)
+            for (int64_t r = 0; r < N; r++) {
+                const float want = mf_cpu_dot_iq4_nl_x86_ref(K, (const uint8_t *)w->data + r * w->row_bytes, a + t * as);
+                wrong += memcmp(&y[t * N + r], &want, sizeof want) != 0;
+            }
+        CHECKF(wrong == 0, "IQ4_NL GEMM (%s), %lld tokens: %d outputs differ from the twin", what, (long long)nts[k], wrong);
+    }
+}
+
 /* IQ4_NL's ordered dots (the dispatch's decode: eight and four rows a call) and its GEMM on the
  * file's layout and on its packed copy, each output bit for bit its scalar twin's, on 19 rows (two
  * panels of eight and three more; packed: 24) and 1 to 17 tokens */
@@ -287,51 +303,29 @@ static void test_iq4_nl_ordered(uint8_t *w, uint8_t *a, float *x) {
     }
     CHECKF(wrong == 0, "IQ4_NL eight- and four-row dots: %d outputs differ from the twin", wrong);
     const mf_cpu_gemm *g = mf_cpu_gemm_iq4_nl_avx2();
-    const mf_weight wt = {.type = MF_TYPE_IQ4_NL, .ne = {K, N}, .data = w, .row_bytes = ws};
-    const size_t sb = (g->scratch_size(K) + 63) & ~(size_t)63;
-    void *scratch = aligned_alloc(64, sb);
-    float *y = malloc(sizeof(float) * (size_t)(N * T));
+    mf_weight wt = {.type = MF_TYPE_IQ4_NL, .ne = {K, N}, .data = w, .row_bytes = ws};
+    void *scratch = aligned_alloc(64, (g->scratch_size(K) + 63) & ~(size_t)63);
+    float *y = malloc(sizeof(float) * (size_t)(24 * T));
     CHECK(scratch && y);
-    const int64_t nts[] = {1, 2, 3, 4, 5, 8, 9, 17};
-    for (size_t k = 0; scratch && y && k < MF_ARRAY_LEN(nts); k++) {
-        g->run(&wt, 0, N, a, as, nts[k], y, (size_t)N, scratch);
-        wrong = 0;
-        for (int64_t t = 0; t < nts[k]; t++)
-            for (int64_t r = 0; r < N; r++) {
-                const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + r * ws, a + t * as);
-                wrong += memcmp(&y[t * N + r], &want, sizeof want) != 0;
-            }
-        CHECKF(wrong == 0, "IQ4_NL GEMM, %lld tokens: %d outputs differ from the twin", (long long)nts[k], wrong);
-    }
+    if (scratch && y) iq4_nl_gemm_runs(g, &wt, a, as, scratch, y, "file layout");
     /* packed at load (24 rows: a panel and a half; the file's rows must come back from it) */
-    const int64_t NP = 24;
-    for (int r = 0; r < NP; r++) random_weights(MF_TYPE_IQ4_NL, w + r * ws, K);
-    mf_weight wp = {.type = MF_TYPE_IQ4_NL, .ne = {K, NP}, .data = w, .row_bytes = ws};
-    const size_t pb = g->packed_size ? g->packed_size(&wp) : 0;
+    for (int r = 0; r < 24; r++) random_weights(MF_TYPE_IQ4_NL, w + r * ws, K);
+    wt.ne[1] = 24;
+    const size_t pb = g->packed_size ? g->packed_size(&wt) : 0;
     CHECKF(pb > 0, "IQ4_NL: no packed layout");
     uint8_t *packed = pb ? aligned_alloc(64, (pb + 63) & ~(size_t)63) : NULL, *row = malloc(ws);
-    float *yp = malloc(sizeof(float) * (size_t)(NP * T));
-    if (packed && row && yp && scratch) {
-        g->pack(&wp, packed);
-        wp.packed = packed, wp.packed_for = g;
+    if (packed && row && y && scratch) {
+        g->pack(&wt, packed);
+        wt.packed = packed, wt.packed_for = g;
         int bad_rows = 0;
-        for (int64_t r = 0; r < NP; r++) {
-            g->packed_row(&wp, r, row);
+        for (int64_t r = 0; r < 24; r++) {
+            g->packed_row(&wt, r, row);
             bad_rows += memcmp(row, w + r * ws, ws) != 0;
         }
         CHECKF(bad_rows == 0, "IQ4_NL packed rows: %d differ from the file's", bad_rows);
-        for (size_t k = 0; k < MF_ARRAY_LEN(nts); k++) {
-            g->run(&wp, 0, NP, a, as, nts[k], yp, (size_t)NP, scratch);
-            wrong = 0;
-            for (int64_t t = 0; t < nts[k]; t++)
-                for (int64_t r = 0; r < NP; r++) {
-                    const float want = mf_cpu_dot_iq4_nl_x86_ref(K, w + r * ws, a + t * as);
-                    wrong += memcmp(&yp[t * NP + r], &want, sizeof want) != 0;
-                }
-            CHECKF(wrong == 0, "IQ4_NL packed GEMM, %lld tokens: %d outputs differ from the twin", (long long)nts[k], wrong);
-        }
+        iq4_nl_gemm_runs(g, &wt, a, as, scratch, y, "packed");
     }
-    free(packed), free(row), free(yp);
+    free(packed), free(row);
     free(scratch), free(y);
 }
 #endif
