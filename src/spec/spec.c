@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 /* Candidates kept of a sampling draft's distribution q (its top tokens at the target's temperature). */
 #define SPEC_Q_MAX 64
@@ -747,11 +746,6 @@ mf_status mf_spec_next(mf_spec *s, const char **text, size_t *len, mf_stop_reaso
     const int32_t k = s->r_k, n_draft = n - 1;
     mf_spec_round rd;
     if ((st = mf_spec_accept(s, n > 0 ? 0 : mf_context_n_outputs(s->ctx) - 1, &rd))) return st;
-    if (getenv("SPEC_TRACE")) {
-        fprintf(stderr, "k=%d n=%d acc=%d pass=%.2f draft=%.2f (catch %d %.2f) t1=%.2f td=%.2f tc=%.2f conf:", k, n_draft, rd.n_accepted, (t2 - t1) * 1e3, s->r_tgen * 1e3, s->r_ncatch, s->r_tcatch * 1e3, s->m_t1 * 1e3, s->m_td * 1e3, s->m_tc * 1e3);
-        for (int j = 0; j < n_draft; j++) fprintf(stderr, " %.2f", s->dconf[j]);
-        fprintf(stderr, "\n");
-    }
     if (n > 0) {
         s->st.verify_s += t2 - t1;
         const bool sized = n <= MF_SPEC_MAX_DRAFT + 1, steady = !sized || s->v_n[n]++ > 0;

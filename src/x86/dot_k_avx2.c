@@ -1,6 +1,7 @@
 /* dot_k_avx2.c: AVX2 dot products of the K-quant super-blocks (Q2_K .. Q6_K; 256 values) against
- * Q8_K activations, with their tile entries (Q2_K and Q3_K in llama.cpp's x86 order: below). Per super-block the integer part is exact (maddubs u8 x
- * s8 -> i16 pairs, madd by the sub-block scale -> i32); the float part is one multiply per block:
+ * Q8_K activations, with their tile entries (Q2_K and Q3_K in llama.cpp's x86 order: below). Per
+ * super-block the integer part is exact (maddubs u8 x s8 -> i16 pairs, madd by the sub-block scale
+ * -> i32); for Q4_K, Q5_K and Q6_K the float part is one multiply per block:
  *   Q4_K/Q5_K: d_a * (d * sum_s sc_s * sum(q a)_s - dmin * sum_s m_s * (bsums[2s] + bsums[2s+1]))
  *   Q6_K:      d_a * d * (sum_g sc_g * sum(q a)_g - 32 * sum_g sc_g * bsums[g])   (q unsigned 0..63)
  * Bounds: q <= 63, |a| <= 128, so a maddubs pair stays below 2^15 and every i32 sum below 2^31. */
@@ -232,14 +233,6 @@ static void tile_q6_K(int64_t n, const uint8_t *base, size_t stride, const char 
     for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
 }
 
-/* Q2_K and Q3_K in llama.cpp's x86 order (its AVX2 ggml_vec_dot_q2_K_q8_K / q3_K_q8_K, which its
- * AVX-512 builds run too; scalar twins mf_cpu_dot_q2_K_x86_ref / q3_K_x86_ref): eight int32 lanes
- * per super-block, lane k taking s_g * q * q8 of the values 32c + 4k .. 32c + 4k + 3 of each chunk c
- * of 32 (vpmaddubsw pairs, vpmaddwd by the group's scale: group 2c in the low half, 2c + 1 in the
- * high one), then per block acc = fma(d_w * d_a, lanes, acc) (Q2_K first fma(-d_a * dmin, m_g
- * bsums pairs, acc)), and llama.cpp's horizontal sum. Chunk c is bits 2(c % 4) of qs[32(c / 4) ..];
- * Q3_K's values are q = low - 4 where bit c of hmask[l] is clear: vpmaddubsw of the 2-bit field
- * less that of 4 or 0 (a pair is at most 2 * 4 * 128). */
 /* A Q3_K block's 16 scales s_g - 32 as int16 (mf_q3_K_scale, four at a time: the low nibbles of
  * bytes 0-7, then their high nibbles, each with its two bits from bytes 8-11) */
 static inline __m256i q3k_scales(const uint8_t b[12]) {
@@ -252,8 +245,17 @@ static inline __m256i q3k_scales(const uint8_t b[12]) {
     return _mm256_cvtepi8_epi16(_mm_sub_epi8(s, _mm_set1_epi8(32)));
 }
 
-static inline __attribute__((always_inline)) void tile_q2_K_n(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
-                      float *out, size_t out_stride, bool unused) {
+/* Q2_K and Q3_K in llama.cpp's x86 order (its AVX2 ggml_vec_dot_q2_K_q8_K / q3_K_q8_K, which its
+ * AVX-512 builds run too; scalar twins mf_cpu_dot_q2_K_x86_ref / q3_K_x86_ref): eight int32 lanes
+ * per super-block, lane k taking s_g * q * q8 of the values 32c + 4k .. 32c + 4k + 3 of each chunk c
+ * of 32 (vpmaddubsw pairs, vpmaddwd by the group's scale: group 2c in the low half, 2c + 1 in the
+ * high one), then per block acc = fma(d_w * d_a, lanes, acc) (Q2_K first fma(-d_a * dmin, m_g
+ * bsums pairs, acc)), and llama.cpp's horizontal sum. Chunk c is bits 2(c % 4) of qs[32(c / 4) ..];
+ * Q3_K's values are q = low - 4 where bit c of hmask[l] is clear: vpmaddubsw of the 2-bit field
+ * less that of 4 or 0 (a pair is at most 2 * 4 * 128). */
+static inline __attribute__((always_inline)) void tile_q2_K_n(int64_t n, const uint8_t *base, size_t stride,
+                                                              const char *a, size_t a_stride, int nc, float *out,
+                                                              size_t out_stride, bool unused) {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256 acc[NC];
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
@@ -290,8 +292,9 @@ static inline __attribute__((always_inline)) void tile_q2_K_n(int64_t n, const u
     for (int c = 0; c < nc; c++) out[(size_t)c * out_stride] = mf_x86_hsum8(acc[c]);
 }
 
-static inline __attribute__((always_inline)) void tile_q3_K_n(int64_t n, const uint8_t *base, size_t stride, const char *a, size_t a_stride, int nc,
-                      float *out, size_t out_stride, bool unused) {
+static inline __attribute__((always_inline)) void tile_q3_K_n(int64_t n, const uint8_t *base, size_t stride,
+                                                              const char *a, size_t a_stride, int nc, float *out,
+                                                              size_t out_stride, bool unused) {
     const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     __m256 acc[NC];
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
