@@ -3,17 +3,22 @@
  * d_w * d_a, s), one chain per output. The table's values are at most 127 in magnitude, as Q8_0's
  * weights, so the products are formed as Q8_0's (|w| against the activations signed by w).
  *
- * Packed layout (mf_weight.packed): per panel of 16 rows and block, four 64-byte vectors, vector k
- * lane r = row r's qs dword k (the codes of values 4k..4k+3 in the low nibbles, 16+4k.. in the high
- * ones), then the 16 rows' half-float d: 288 bytes, the 16 file blocks' own size, so panel k starts
- * at k * 16 * row_bytes. One to four tokens run straight from it, the values of each step of eight
- * rows looked up from their nibbles; more take the shared 8-row panel GEMM of gemm_q8_avx2.h in its
- * one-chain order (q8a_chain), its panels filled from the packed copy (or from the file's blocks for
- * a weight that was not packed). */
+ * Packed layout (mf_weight.packed): Q4_0's (gemm_q4_0_packed.h), whose blocks have the same fields
+ * (a half scale, then 16 nibble bytes): per panel of 16 rows and block, four 64-byte vectors, vector
+ * k lane r = row r's qs dword k (the codes of values 4k..4k+3 in the low nibbles, 16+4k.. in the
+ * high ones), then the 16 rows' half-float d. One to four tokens run straight from it, the values
+ * of each step of eight rows looked up from their nibbles; more take the shared 8-row panel GEMM of
+ * gemm_q8_avx2.h in its one-chain order (q8a_chain), its panels filled from the packed copy (or from
+ * the file's blocks for a weight that was not packed). */
+#include "x86/gemm_q4_0_packed.h"
 #include "x86/gemm_q8_avx2.h"
 #include "x86/x86_common.h"
 
-enum { IQ4P_PBLK = 288, IQ4P_D = 256, IQ4P_FEW = 4 };
+MF_STATIC_ASSERT(sizeof(mf_block_iq4_nl) == sizeof(mf_block_q4_0) &&
+                     offsetof(mf_block_iq4_nl, qs) == offsetof(mf_block_q4_0, qs),
+                 "IQ4_NL and Q4_0 blocks share a layout, so their packed layouts are one");
+
+enum { IQ4P_PBLK = MF_Q40_PBLK, IQ4P_D = 256, IQ4P_FEW = 4 };
 
 static inline __m256i iq4_lut(void) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values)); }
 
@@ -103,34 +108,6 @@ static void few(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
     }
 }
 
-static size_t packed_size(const mf_weight *w) { return mf_cpu_panel16_size(w, 32); }
-
-static void pack_weight(const mf_weight *w, void *dst) {
-    const int64_t nb = w->ne[0] / 32, N = w->ne[1];
-    uint8_t *out = dst;
-    for (int64_t ob = 0; ob < N; ob += 16)
-        for (int64_t i = 0; i < nb; i++, out += IQ4P_PBLK) {
-            memset(out, 0, IQ4P_PBLK);
-            for (int r = 0; r < 16 && ob + r < N; r++) {
-                const uint8_t *b = (const uint8_t *)w->data + (size_t)(ob + r) * w->row_bytes + (size_t)i * sizeof(mf_block_iq4_nl);
-                for (int k = 0; k < 4; k++) memcpy(out + 64 * k + 4 * r, b + offsetof(mf_block_iq4_nl, qs) + 4 * k, 4);
-                memcpy(out + IQ4P_D + 2 * r, b, 2);
-            }
-        }
-}
-
-static void packed_row(const mf_weight *w, int64_t r, void *dst) {
-    const int64_t nb = w->ne[0] / 32;
-    const int lane = (int)(r % 16);
-    const uint8_t *p = (const uint8_t *)w->packed + (size_t)(r - lane) * w->row_bytes;
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *b = p + (size_t)i * IQ4P_PBLK;
-        uint8_t *o = (uint8_t *)dst + (size_t)i * sizeof(mf_block_iq4_nl);
-        mf_panel16_half(o, b + IQ4P_D, lane);
-        mf_panel16_words(o + offsetof(mf_block_iq4_nl, qs), b, 4, lane);
-    }
-}
-
 static const mf_cpu_gemm gemm;
 
 static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, size_t act_row, int64_t nt,
@@ -147,8 +124,8 @@ static void run(const mf_weight *w, int64_t o0, int64_t o1, const uint8_t *act, 
 static const mf_cpu_gemm gemm = {.min_tokens = 5,
                                   .scratch_size = q8a_scratch_size,
                                   .run = run,
-                                  .packed_size = packed_size,
-                                  .pack = pack_weight,
-                                  .packed_row = packed_row};
+                                  .packed_size = mf_q4_0_packed_size,
+                                  .pack = mf_q4_0_pack,
+                                  .packed_row = mf_q4_0_packed_row};
 
 const mf_cpu_gemm *mf_cpu_gemm_iq4_nl_avx2(void) { return &gemm; }
