@@ -19,13 +19,6 @@
 
 #define NC MF_SIMD_GEMM_NC
 
-/* The 32 values of a block's 16 nibble bytes, as signed bytes from the table */
-static inline __m256i iq4_values(const uint8_t *qs, __m256i lut) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-    return _mm256_shuffle_epi8(lut, nib);
-}
-
 /* pairs of products v * y as int16 (exact: see the top) */
 static inline __m256i iq4_pairs(__m256i v, __m256i y) {
     return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
@@ -42,7 +35,6 @@ static inline __m256i hsum8x8_i32(const __m256i m[8]) {
  * block order */
 static inline __attribute__((always_inline)) void tile_iq4_nl_n(int64_t n, const uint8_t *w, const char *a,
                                                                 size_t a_stride, int nc, float *out, size_t out_stride) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
     const __m256i ones = _mm256_set1_epi16(1);
     const mf_block_iq4_nl *x = (const mf_block_iq4_nl *)w;
     const int64_t nb = n / 32;
@@ -51,7 +43,7 @@ static inline __attribute__((always_inline)) void tile_iq4_nl_n(int64_t n, const
     for (; i + 8 <= nb; i += 8) {
         __m256i v[8];
         float dw[8];
-        for (int j = 0; j < 8; j++) v[j] = iq4_values(x[i + j].qs, lut), dw[j] = mf_x86_h2f(x[i + j].d);
+        for (int j = 0; j < 8; j++) v[j] = mf_x86_iq4nl32(x[i + j].qs), dw[j] = mf_x86_h2f(x[i + j].d);
         for (int c = 0; c < nc; c++) {
             const mf_block_q8_0 *y = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
             __m256i m[8];
@@ -62,7 +54,7 @@ static inline __attribute__((always_inline)) void tile_iq4_nl_n(int64_t n, const
         }
     }
     for (; i < nb; i++) {
-        const __m256i v = iq4_values(x[i].qs, lut);
+        const __m256i v = mf_x86_iq4nl32(x[i].qs);
         const float dw = mf_x86_h2f(x[i].d);
         for (int c = 0; c < nc; c++) {
             const mf_block_q8_0 *y = (const mf_block_q8_0 *)(a + (size_t)c * a_stride) + i;
@@ -75,7 +67,6 @@ static inline __attribute__((always_inline)) void tile_iq4_nl_n(int64_t n, const
 
 static inline __attribute__((always_inline)) void tile_iq4_xs_n(int64_t n, const uint8_t *w, const char *a,
                                                                 size_t a_stride, int nc, float *out, size_t out_stride) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
     __m256 acc[NC];
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / MF_QK_K; i++) {
@@ -83,7 +74,7 @@ static inline __attribute__((always_inline)) void tile_iq4_xs_n(int64_t n, const
         __m256i sumi[NC];
         for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
         for (int b = 0; b < MF_QK_K / 32; b++) {
-            const __m256i v = iq4_values(x->qs + 16 * b, lut);
+            const __m256i v = mf_x86_iq4nl32(x->qs + 16 * b);
             const int ls = (((x->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((x->scales_h >> (2 * b)) & 3) << 4) - 32;
             const __m256i sc = _mm256_set1_epi16((short)ls);
             for (int c = 0; c < nc; c++) {
@@ -105,7 +96,6 @@ static inline __attribute__((always_inline)) void tile_iq4_xs_n(int64_t n, const
 static void rows8_iq4_nl(int64_t n, const void *vw, size_t w_stride, const void *va, float *out) {
     const uint8_t *w = vw;
     const mf_block_q8_0 *y = va;
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
@@ -114,7 +104,7 @@ static void rows8_iq4_nl(int64_t n, const void *vw, size_t w_stride, const void 
         uint16_t dh[8];
         for (int r = 0; r < 8; r++) {
             const mf_block_iq4_nl *x = (const mf_block_iq4_nl *)(w + (size_t)r * w_stride) + i;
-            m[r] = _mm256_madd_epi16(iq4_pairs(iq4_values(x->qs, lut), ya), ones);
+            m[r] = _mm256_madd_epi16(iq4_pairs(mf_x86_iq4nl32(x->qs), ya), ones);
             dh[r] = x->d;
         }
         const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)), _mm256_set1_ps(mf_x86_h2f(y[i].d)));

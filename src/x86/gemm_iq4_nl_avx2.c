@@ -24,9 +24,7 @@ static inline __m256i iq4_lut(void) { return _mm256_broadcastsi128_si256(_mm_loa
 
 /* The block's 32 values from the file (first field its half scale, as q8a_pack expects) */
 static inline __attribute__((always_inline)) __m256i load_iq4_nl(const uint8_t *block) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)((const mf_block_iq4_nl *)block)->qs);
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-    return _mm256_shuffle_epi8(iq4_lut(), nib);
+    return mf_x86_iq4nl32(((const mf_block_iq4_nl *)block)->qs);
 }
 
 /* Step p (values 4p..4p+3) of the eight rows of half h of the packed block b, as signed values */

@@ -5,6 +5,7 @@
 #define MF_X86_COMMON_H
 
 #include "core/core.h"
+#include "quant/quant.h"
 #include "x86/x86_scratch.h"
 
 #include <immintrin.h>
@@ -43,6 +44,13 @@ static inline __m256i mf_x86_nibbles32(const uint8_t *qs) {
      * low nibble is then its high one (the bits from the next byte land above and are masked) */
     const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
+}
+
+/* An IQ4_NL block's 16 nibble bytes (IQ4_XS: a sub-block's) -> its 32 values in block order, as
+ * signed bytes from the IQ4_NL table. */
+static inline __m256i mf_x86_iq4nl32(const uint8_t *qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
+    return _mm256_shuffle_epi8(lut, mf_x86_nibbles32(qs));
 }
 
 /* 32 bits (little-endian u32 as 4 bytes) -> 32 bytes, byte j = 0xFF if bit j is set, else 0.
