@@ -42,7 +42,21 @@ static weight make_weight(mf_type t, int64_t N, int64_t K, bool extreme) {
     for (int64_t i = 0; i < N * K; i++)
         r.wf[i] = extreme ? ((i / 5) % 2 ? 1.0f : -1.0f) * (1.0f + (float)(i % 7)) * (i % 97 == 0 ? 40.0f : 1.0f)
                           : frand() * (1.0f + (float)((i / K) % 5));
-    for (int64_t o = 0; o < N; o++) mf_type_get_traits(t)->quantize(r.wf + o * K, r.wq + o * rb, K);
+    if (mf_type_get_traits(t)->quantize) {
+        for (int64_t o = 0; o < N; o++) mf_type_get_traits(t)->quantize(r.wf + o * K, r.wq + o * rb, K);
+    } else {
+        /* no quantizer (IQ4_XS): random blocks, every byte but the scale d of any value (extreme: the
+         * codes and sub-block scales at their ends), d a finite half of either sign */
+        MF_ASSERT(t == MF_TYPE_IQ4_XS);
+        for (size_t i = 0; i < rb * (size_t)N; i++) {
+            rng = rng * 1664525u + 1013904223u;
+            r.wq[i] = extreme ? ((rng >> 20) & 1 ? 0xFF : 0x00) ^ (uint8_t)(i & 0x11) : (uint8_t)(rng >> 24);
+        }
+        for (size_t b = 0; b < rb * (size_t)N / sizeof(mf_block_iq4_xs); b++) {
+            mf_block_iq4_xs *x = (mf_block_iq4_xs *)r.wq + b;
+            x->d = mf_f32_to_fp16(frand() * 0.01f);
+        }
+    }
     r.w = (mf_weight){.type = t, .ne = {K, N}, .data = r.wq, .row_bytes = rb};
     return r;
 }
@@ -123,7 +137,8 @@ static void check_gemm_as(mf_type t, int64_t N, int64_t K, int64_t nt, int64_t o
                 continue;
             }
             const uint8_t *wr = w.wq + (size_t)o * w.w.row_bytes, *ar = a + (size_t)tk * act_row;
-            const float ref = d.dot(K, wr, ar);
+            /* Q2_K, Q3_K and IQ4_XS have no ordered dots: the level's dot (llama.cpp's x86 order) */
+            const float ref = d.dot ? d.dot(K, wr, ar) : mf_cpu_mm_kernels_for(&cfg, &w.w)->dot(K, wr, ar);
             /* the repacked Q4_K order and Q8_0's one-chain order: also their plain scalar twins */
             const bool rp = mf_cpu_order_variant(cfg.level, cfg.ordered, t, w.w.ne[1]) == MF_ORDER_REPACKED;
             const float twin = !rp                ? ref
@@ -177,7 +192,7 @@ static void check_matmul_as(mf_type t, int64_t N, int64_t K, int64_t nt, bool pa
     for (int64_t tk = 0; tk < nt; tk++) {
         mf_simd_quantize_row_at(cfg.level, at)(x + tk * K, a, K);
         for (int64_t o = 0; o < N; o++) {
-            const float ref = d.dot(K, w.wq + (size_t)o * w.w.row_bytes, a) + bias[o];
+            const float ref = (d.dot ? d.dot : mf_cpu_mm_kernels_for(&cfg, &w.w)->dot)(K, w.wq + (size_t)o * w.w.row_bytes, a) + bias[o];
             if (memcmp(&ref, &y[tk * N + o], sizeof ref) != 0 && bad++ < 3)
                 CHECKF(0, "%s matmul N=%lld K=%lld nt=%lld: y[%lld][%lld] = %.9g, expected %.9g", mf_type_name(t),
                        (long long)N, (long long)K, (long long)nt, (long long)tk, (long long)o, y[tk * N + o], ref);
@@ -238,7 +253,7 @@ int main(void) {
     cfg = mf_cpu_cfg_for(test_isa(), test_order());
 #if defined(__x86_64__)
     const mf_type types[] = {MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0,
-                             MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
+                             MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_XS};
     int n_gemm = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const mf_type t = types[i];

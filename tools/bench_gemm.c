@@ -57,7 +57,9 @@ int main(int argc, char **argv) {
     }
     const int64_t N = atoll(args[1]), K = atoll(args[2]), nt = atoll(args[3]);
     const mf_type_traits *tr = mf_type_get_traits(t);
-    if (N < 1 || K < 1 || nt < 1 || K % tr->blck_size || !tr->quantize) {
+    /* IQ4_NL and IQ4_XS have no quantizer: random blocks, their scale d (the first two bytes) small */
+    const bool random_blocks = t == MF_TYPE_IQ4_NL || t == MF_TYPE_IQ4_XS;
+    if (N < 1 || K < 1 || nt < 1 || K % tr->blck_size || (!tr->quantize && !random_blocks)) {
         fprintf(stderr, "bench_gemm: bad shape or type\n");
         return 2;
     }
@@ -70,9 +72,15 @@ int main(int argc, char **argv) {
     }
     float *row = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)(K * nt) * sizeof(float));
     float *y = malloc((size_t)(N * nt) * sizeof(float));
-    for (int64_t o = 0; o < N; o++) {
+    for (int64_t o = 0; o < N && !random_blocks; o++) {
         for (int64_t i = 0; i < K; i++) row[i] = rndf();
         tr->quantize(row, wq + (size_t)o * rb, K);
+    }
+    for (size_t b = 0; random_blocks && b < bytes / tr->type_size; b++) {
+        uint8_t *blk = wq + b * tr->type_size;
+        for (size_t i = 2; i < tr->type_size; i++) blk[i] = (uint8_t)(rndf() * 128.0f + 128.0f);
+        const mf_fp16 d = mf_f32_to_fp16(rndf() * 0.01f);
+        memcpy(blk, &d, 2);
     }
     for (size_t c = 1; c < copies; c++) memcpy(wq + c * bytes, wq, bytes);
     for (int64_t i = 0; i < K * nt; i++) x[i] = rndf();

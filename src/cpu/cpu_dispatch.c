@@ -79,7 +79,11 @@ static const struct {
     {MF_TYPE_Q8_0, MF_ORDER_REPACKED, {mf_cpu_gemm_q8_0_rp_avx2, mf_cpu_gemm_q8_0_rp_avxvnni, NULL}},
     {MF_TYPE_Q5_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx2, mf_cpu_gemm_q5_K_avx512}},
     {MF_TYPE_Q6_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx2, mf_cpu_gemm_q6_K_avx512}},
+    /* the formats whose dots are AVX2 code at every x86 level: their AVX2 GEMMs at each */
     {MF_TYPE_IQ4_NL, MF_ORDER_PLAIN, {mf_cpu_gemm_iq4_nl_avx2, mf_cpu_gemm_iq4_nl_avx2, mf_cpu_gemm_iq4_nl_avx2}},
+    {MF_TYPE_Q3_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q3_K_avx2, mf_cpu_gemm_q3_K_avx2, mf_cpu_gemm_q3_K_avx2}},
+    {MF_TYPE_IQ4_XS, MF_ORDER_PLAIN, {mf_cpu_gemm_iq4_xs_avx2, mf_cpu_gemm_iq4_xs_avx2, mf_cpu_gemm_iq4_xs_avx2}},
+    {MF_TYPE_Q2_K, MF_ORDER_PLAIN, {mf_cpu_gemm_q2_K_avx2, mf_cpu_gemm_q2_K_avx2, mf_cpu_gemm_q2_K_avx2}},
 };
 
 static const mf_cpu_gemm *gemm_build(mf_type t, int variant, int build) {
@@ -140,10 +144,10 @@ static void build(mf_cpu_kernels *k, mf_simd_level level, bool ordered) {
             if (level == MF_SIMD_AVX2 || level == MF_SIMD_AVX512) {
                 const int variant = mf_cpu_order_variant(level, ordered, (mf_type)t, rows8 ? 8 : 1);
                 e.ord = ordered_dots(level, (mf_type)t, variant);
-                if (e.ord.dot) {
-                    e.tile = NULL;
-                    if (e.quant) e.gemm = ordered_gemm(level, (mf_type)t, variant);
-                }
+                if (e.ord.dot) e.tile = NULL;
+                /* a GEMM in the order of the type's dots: the ordered ones, or (Q2_K, Q3_K, IQ4_XS: no
+                 * ordered dots) the level's dot and tile, which are llama.cpp's x86 order */
+                if (e.quant) e.gemm = ordered_gemm(level, (mf_type)t, variant);
             }
 #endif
             k->mm[t][rows8] = e;

@@ -211,6 +211,11 @@ const mf_cpu_gemm *mf_cpu_gemm_q5_1_avx2(void);
 const mf_cpu_gemm *mf_cpu_gemm_q5_K_avx2(void);
 /* IQ4_NL in llama.cpp's repacked order (one chain per output; also what the AVX-512 level runs) */
 const mf_cpu_gemm *mf_cpu_gemm_iq4_nl_avx2(void);
+/* Q2_K, Q3_K and IQ4_XS in the order of their AVX2 dots (eight int32 lanes per super-block: the
+ * dots of every x86 level; gemm_lanes_avx2.c, with Q6_K's) */
+const mf_cpu_gemm *mf_cpu_gemm_q2_K_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_q3_K_avx2(void);
+const mf_cpu_gemm *mf_cpu_gemm_iq4_xs_avx2(void);
 /* The 32-value formats' AVX2 GEMMs built with AVX-VNNI (vpdpbusd on ymm; the CPU must have it): the
  * same bits (gemm_avx2_util.h). */
 const mf_cpu_gemm *mf_cpu_gemm_q4_0_avxvnni(void);
