@@ -1,5 +1,6 @@
 /* dot_neon.c: arm64 NEON kernels with the dot-product extension (sdot: four s8 x s8 products summed
- * into each s32 lane): the dots of every weight type and the activation quantizers. Compiled with
+ * into each s32 lane): the dots of every weight type (Q2_K, Q3_K, IQ4_NL and IQ4_XS included) and
+ * the activation quantizers. Compiled with
  * -march=armv8.2-a+dotprod+fp16; the dispatcher calls them only when the CPU reports asimddp and
  * asimdhp. As on x86, integer sums inside a block are exact and blocks combine in float; the
  * quantizers are bit-identical to the references (vcvtnq rounds to nearest even). */
@@ -186,6 +187,99 @@ static float dot_q6_K_q8_K(int64_t n, const void *vw, const void *va) {
     return sum;
 }
 
+/* Q2_K and Q3_K: value 128h + 32k + l (l < 32) is bits 2k..2k+1 of qs[32h + l]; Q3_K's less 4 where
+ * bit 4h + k of hmask[l] is clear. Group j = 8h + 2k + l / 16 takes scale j. Per super-block one
+ * exact integer sum of the groups' scaled sums (Q2_K: less the minimums' sum over the bsums). */
+static inline void k23_values(const uint8_t *qs, const uint8_t *hmask, int h, int k, int8x16_t v[2]) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int c = 0; c < 2; c++) {
+        uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(qs + 32 * h + 16 * c), vdupq_n_s8((int8_t)(-2 * k))), m3);
+        int8x16_t sq = vreinterpretq_s8_u8(q);
+        if (hmask) { /* 4 where the bit is clear */
+            const uint8x16_t set = vtstq_u8(vld1q_u8(hmask + 16 * c), vdupq_n_u8((uint8_t)(1 << (4 * h + k))));
+            sq = vsubq_s8(sq, vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set)));
+        }
+        v[c] = sq;
+    }
+}
+
+static inline int32_t k23_sum(const uint8_t *qs, const uint8_t *hmask, const int8_t *y, const int sc[16]) {
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++) {
+            int8x16_t v[2];
+            k23_values(qs, hmask, h, k, v);
+            const int8_t *yk = y + 128 * h + 32 * k;
+            isum = vmlaq_n_s32(isum, vdotq_s32(vdupq_n_s32(0), v[0], vld1q_s8(yk)), sc[8 * h + 2 * k]);
+            isum = vmlaq_n_s32(isum, vdotq_s32(vdupq_n_s32(0), v[1], vld1q_s8(yk + 16)), sc[8 * h + 2 * k + 1]);
+        }
+    return vaddvq_s32(isum);
+}
+
+static float dot_q2_K_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_q2_K *w = vw;
+    const mf_block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        int sc[16];
+        int32_t summs = 0;
+        for (int j = 0; j < 16; j++) sc[j] = w[i].scales[j] & 0xF, summs += a[i].bsums[j] * (w[i].scales[j] >> 4);
+        const int32_t isum = k23_sum(w[i].qs, NULL, a[i].qs, sc);
+        sum += a[i].d * h2f(w[i].d) * (float)isum - a[i].d * h2f(w[i].dmin) * (float)summs;
+    }
+    return sum;
+}
+
+static float dot_q3_K_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_q3_K *w = vw;
+    const mf_block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        int sc[16];
+        for (int j = 0; j < 16; j++) sc[j] = mf_q3_K_scale(w[i].scales, j);
+        sum += a[i].d * h2f(w[i].d) * (float)k23_sum(w[i].qs, w[i].hmask, a[i].qs, sc);
+    }
+    return sum;
+}
+
+/* IQ4_NL and IQ4_XS: a block's 32 values from the 16-entry table (low nibbles the first 16). */
+static inline void iq4_values(const uint8_t qs[16], int8x16_t *lo, int8x16_t *hi) {
+    const int8x16_t lut = vld1q_s8(mf_iq4nl_values);
+    const uint8x16_t q = vld1q_u8(qs);
+    *lo = vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0F)));
+    *hi = vqtbl1q_s8(lut, vshrq_n_u8(q, 4));
+}
+
+static float dot_iq4_nl_q8_0(int64_t n, const void *vw, const void *va) {
+    const mf_block_iq4_nl *w = vw;
+    const mf_block_q8_0 *a = va;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / 32; i++) {
+        int8x16_t lo, hi;
+        iq4_values(w[i].qs, &lo, &hi);
+        const int32x4_t s = dot2(lo, vld1q_s8(a[i].qs), hi, vld1q_s8(a[i].qs + 16));
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[i].d) * h2f(a[i].d));
+    }
+    return vaddvq_f32(acc);
+}
+
+static float dot_iq4_xs_q8_K(int64_t n, const void *vw, const void *va) {
+    const mf_block_iq4_xs *w = vw;
+    const mf_block_q8_K *a = va;
+    float sum = 0;
+    for (int64_t i = 0; i < n / MF_QK_K; i++) {
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int b = 0; b < 8; b++) {
+            const int ls = (((w[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((w[i].scales_h >> (2 * b)) & 3) << 4) - 32;
+            int8x16_t lo, hi;
+            iq4_values(w[i].qs + 16 * b, &lo, &hi);
+            isum = vmlaq_n_s32(isum, dot2(lo, vld1q_s8(a[i].qs + 32 * b), hi, vld1q_s8(a[i].qs + 32 * b + 16)), ls);
+        }
+        sum += a[i].d * h2f(w[i].d) * (float)vaddvq_s32(isum);
+    }
+    return sum;
+}
+
 /* ---- float formats ---- */
 
 static float dot_f32_f32(int64_t n, const void *vw, const void *va) {
@@ -351,6 +445,10 @@ MF_SIMD_GEMM_FROM_DOT(gemm_q8_0, dot_q8_0_q8_0)
 MF_SIMD_GEMM_FROM_DOT(gemm_q4_K, dot_q4_K_q8_K)
 MF_SIMD_GEMM_FROM_DOT(gemm_q5_K, dot_q5_K_q8_K)
 MF_SIMD_GEMM_FROM_DOT(gemm_q6_K, dot_q6_K_q8_K)
+MF_SIMD_GEMM_FROM_DOT(gemm_q2_K, dot_q2_K_q8_K)
+MF_SIMD_GEMM_FROM_DOT(gemm_q3_K, dot_q3_K_q8_K)
+MF_SIMD_GEMM_FROM_DOT(gemm_iq4_nl, dot_iq4_nl_q8_0)
+MF_SIMD_GEMM_FROM_DOT(gemm_iq4_xs, dot_iq4_xs_q8_K)
 MF_SIMD_GEMM_FROM_DOT(gemm_f32, dot_f32_f32)
 MF_SIMD_GEMM_FROM_DOT(gemm_f16, dot_f16_f16)
 MF_SIMD_GEMM_FROM_DOT(gemm_bf16, dot_bf16_bf16)
@@ -364,6 +462,10 @@ void mf_simd_register_neon(mf_simd_table *t) {
     MF_SIMD_SET_DOT(t, Q4_K, Q8_K, dot_q4_K_q8_K, gemm_q4_K);
     MF_SIMD_SET_DOT(t, Q5_K, Q8_K, dot_q5_K_q8_K, gemm_q5_K);
     MF_SIMD_SET_DOT(t, Q6_K, Q8_K, dot_q6_K_q8_K, gemm_q6_K);
+    MF_SIMD_SET_DOT(t, Q2_K, Q8_K, dot_q2_K_q8_K, gemm_q2_K);
+    MF_SIMD_SET_DOT(t, Q3_K, Q8_K, dot_q3_K_q8_K, gemm_q3_K);
+    MF_SIMD_SET_DOT(t, IQ4_NL, Q8_0, dot_iq4_nl_q8_0, gemm_iq4_nl);
+    MF_SIMD_SET_DOT(t, IQ4_XS, Q8_K, dot_iq4_xs_q8_K, gemm_iq4_xs);
     MF_SIMD_SET_DOT(t, F32, F32, dot_f32_f32, gemm_f32);
     MF_SIMD_SET_DOT(t, F16, F16, dot_f16_f16, gemm_f16);
     MF_SIMD_SET_DOT(t, BF16, BF16, dot_bf16_bf16, gemm_bf16);
