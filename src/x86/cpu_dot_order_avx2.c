@@ -212,20 +212,6 @@ static inline void st_q5_K(const mf_block_q5_K *w, const mf_block_q8_K *a, ord_s
 }
 ORDERED_DOT(dot_q5_K, mf_block_q5_K, mf_block_q8_K, 256, st_q5_K, fin_acc_s)
 
-/* Half j of a Q6_K block: q[v] = the 6-bit values of its group v (values 128j + 32v..+31), the low
- * or high nibbles of ql with two bits of qh as bits 4..5. */
-static inline __attribute__((always_inline)) void q6_half(const mf_block_q6_K *w, int j, __m256i q[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    const __m256i l0 = mf_x86_load(w->ql + 64 * j), l1 = mf_x86_load(w->ql + 64 * j + 32);
-    const __m256i h = mf_x86_load(w->qh + 32 * j);
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-}
-
 /* The int16 scales of half j's eight sub-blocks in both 128-bit lanes (s16), spread for group v:
  * scale 2v over the low lane and 2v+1 over the high lane (bytes 0..15 and 16..31 of its 32 values). */
 static inline __m256i q6_half_scales(__m128i sc8, int j) {
@@ -251,7 +237,7 @@ static inline void st_q6_K(const mf_block_q6_K *w, const mf_block_q8_K *a, ord_s
     for (int j = 0; j < 2; j++) {
         const __m256i s16 = q6_half_scales(sc8, j);
         __m256i q[4];
-        q6_half(w, j, q);
+        mf_x86_q6_half(w, j, q);
         for (int v = 0; v < 4; v++) {
             const __m256i p16 = _mm256_maddubs_epi16(q[v], mf_x86_load(a->qs + 128 * j + 32 * v));
             sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, q6_group_scales(s16, v)));
@@ -818,7 +804,7 @@ static inline __attribute__((always_inline)) void dot8n_q6_K_avx2(const int nt, 
             for (int j = 0; j < 2; j++) {
                 const __m256i s16 = q6_half_scales(sc8, j);
                 __m256i q[4];
-                q6_half(b, j, q);
+                mf_x86_q6_half(b, j, q);
                 for (int v = 0; v < 4; v++) {
                     const __m256i scv = q6_group_scales(s16, v);
                     for (int t = 0; t < nt; t++) {

@@ -60,19 +60,8 @@ static size_t scratch_size(int64_t K) {
  * minimums and dmin. */
 static inline __attribute__((always_inline)) void unpack_q6_K(const mf_block_q6_K *b, __m256i q[8], int16_t sc[16],
                                                               uint16_t *d) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; h++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-        __m256i *o = q + 4 * h;
-        o[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-        o[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-        o[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-        o[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
-    }
+    mf_x86_q6_half(b, 0, q);
+    mf_x86_q6_half(b, 1, q + 4);
     for (int j = 0; j < 16; j++) sc[j] = b->scales[j];
     *d = b->d;
 }

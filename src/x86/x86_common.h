@@ -37,6 +37,20 @@ static inline int mf_x86_hsum8_i32(__m256i x) {
     return _mm_cvtsi128_si32(r);
 }
 
+/* Half j of a Q6_K block: q[v] = the 6-bit values of its group v (values 128j + 32v..+31), the low
+ * or high nibbles of ql with two bits of qh as bits 4..5. */
+static inline __attribute__((always_inline)) void mf_x86_q6_half(const mf_block_q6_K *w, int j, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i l0 = mf_x86_load(w->ql + 64 * j), l1 = mf_x86_load(w->ql + 64 * j + 32);
+    const __m256i h = mf_x86_load(w->qh + 32 * j);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+}
+
 /* 16 bytes of packed nibbles -> 32 bytes in block order: the low nibbles are values 0..15, the high
  * nibbles values 16..31. */
 static inline __m256i mf_x86_nibbles32(const uint8_t *qs) {
