@@ -94,7 +94,7 @@ float mf_cpu_dot_iq4_xs_x86_ref(int64_t n, const void *w, const void *a) {
     for (int64_t i = 0; i < n / MF_QK_K; i++) {
         int32_t lane[8] = {0};
         for (int b = 0; b < MF_QK_K / 32; b++) {
-            const int ls = (((x[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((x[i].scales_h >> (2 * b)) & 3) << 4) - 32;
+            const int ls = mf_iq4_xs_scale(&x[i], b);
             for (int l = 0; l < 32; l++) {
                 const uint8_t q = x[i].qs[16 * b + l % 16];
                 lane[l / 4] += ls * mf_iq4nl_values[l < 16 ? q & 0xF : q >> 4] * y[i].qs[32 * b + l];

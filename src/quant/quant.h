@@ -76,6 +76,10 @@ typedef struct { uint16_t d; uint8_t qs[16]; } mf_block_iq4_nl;
  * scales_l[b / 2] (nibble b % 2), high 2 bits at bit 2b of scales_h; sub-block b uses qs[16b..16b+15]
  * in Q4_0 nibble order. x = d * (s_b - 32) * mf_iq4nl_values[q]. */
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[MF_QK_K / 64]; uint8_t qs[MF_QK_K / 2]; } mf_block_iq4_xs;
+/* Sub-block b's scale s_b - 32 from an IQ4_XS block (the layout above). */
+static inline int mf_iq4_xs_scale(const mf_block_iq4_xs *x, int b) {
+    return (((x->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((x->scales_h >> (2 * b)) & 3) << 4) - 32;
+}
 
 MF_STATIC_ASSERT(sizeof(mf_block_iq4_nl) == 18, "iq4_nl block size");
 MF_STATIC_ASSERT(sizeof(mf_block_iq4_xs) == 136, "iq4_xs block size");

@@ -16,17 +16,12 @@ void mf_quant_dequant_iq4_nl(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* 6-bit scale of sub-block s (0..7), minus 32 */
-static inline int iq4_xs_scale(const mf_block_iq4_xs *b, int s) {
-    return (((b->scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | ((b->scales_h >> (2 * s)) & 3) << 4) - 32;
-}
-
 void mf_quant_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
     const mf_block_iq4_xs *b = src;
     for (int64_t i = 0; i < n / MF_QK_K; i++) {
         const float d = mf_fp16_to_f32(b[i].d);
         for (int s = 0; s < 8; s++, dst += 32) {
-            const float dl = d * iq4_xs_scale(&b[i], s);
+            const float dl = d * mf_iq4_xs_scale(&b[i], s);
             const uint8_t *qs = b[i].qs + 16 * s;
             for (int j = 0; j < 16; j++) {
                 dst[j] = dl * mf_iq4nl_values[qs[j] & 0xF];
@@ -64,7 +59,7 @@ float mf_quant_dot_iq4_xs_q8_K(int64_t n, const void *w, const void *a) {
     for (int64_t i = 0; i < n / MF_QK_K; i++) {
         const float d4d8 = mf_fp16_to_f32(x[i].d) * y[i].d;
         for (int s = 0; s < 8; s++) {
-            const float dl = d4d8 * iq4_xs_scale(&x[i], s);
+            const float dl = d4d8 * mf_iq4_xs_scale(&x[i], s);
             sumf += dl * iq4_block_sum(x[i].qs + 16 * s, y[i].qs + 32 * s);
         }
     }

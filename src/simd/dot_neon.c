@@ -270,7 +270,7 @@ static float dot_iq4_xs_q8_K(int64_t n, const void *vw, const void *va) {
     for (int64_t i = 0; i < n / MF_QK_K; i++) {
         int32x4_t isum = vdupq_n_s32(0);
         for (int b = 0; b < 8; b++) {
-            const int ls = (((w[i].scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((w[i].scales_h >> (2 * b)) & 3) << 4) - 32;
+            const int ls = mf_iq4_xs_scale(&w[i], b);
             int8x16_t lo, hi;
             iq4_values(w[i].qs + 16 * b, &lo, &hi);
             isum = vmlaq_n_s32(isum, dot2(lo, vld1q_s8(a[i].qs + 32 * b), hi, vld1q_s8(a[i].qs + 32 * b + 16)), ls);

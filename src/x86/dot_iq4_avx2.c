@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void tile_iq4_xs_n(int64_t n, const
         for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
         for (int b = 0; b < MF_QK_K / 32; b++) {
             const __m256i v = mf_x86_iq4nl32(x->qs + 16 * b);
-            const int ls = (((x->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | ((x->scales_h >> (2 * b)) & 3) << 4) - 32;
+            const int ls = mf_iq4_xs_scale(x, b);
             const __m256i sc = _mm256_set1_epi16((short)ls);
             for (int c = 0; c < nc; c++) {
                 const int8_t *y = ((const mf_block_q8_K *)(a + (size_t)c * a_stride) + i)->qs + 32 * b;

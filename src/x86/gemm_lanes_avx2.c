@@ -103,8 +103,7 @@ static inline __attribute__((always_inline)) void unpack_iq4_xs(const mf_block_i
                                                                 uint16_t *d) {
     for (int g = 0; g < 8; g++) {
         q[g] = mf_x86_iq4nl32(b->qs + 16 * g);
-        sc[2 * g] = sc[2 * g + 1] =
-            (int16_t)((((b->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | ((b->scales_h >> (2 * g)) & 3) << 4) - 32);
+        sc[2 * g] = sc[2 * g + 1] = (int16_t)mf_iq4_xs_scale(b, g);
     }
     *d = b->d;
 }
